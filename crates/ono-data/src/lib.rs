@@ -1,0 +1,15 @@
+//! Benchmark data: readers for the original dataset files, normalizers, batching of grids and
+//! point clouds, and PDE data generators. Depends on no model crate.
+
+mod error;
+
+pub use error::{Error, Result};
+
+#[cfg(test)]
+mod tests {
+    /// The shared link script must give this crate's test binaries libtorch (and its CUDA half).
+    #[test]
+    fn test_binary_links_libtorch() {
+        ono_testing::assert_libtorch_linked();
+    }
+}

@@ -1,0 +1,186 @@
+//! Exponential moving average of a k×k feature covariance (ONO's `feature_cov` buffer,
+//! reference `ONOBlock` L238, L278–285).
+//!
+//! The buffer lives on a `tch::nn::Path` as a non-trainable variable, so it is saved and loaded with
+//! the model and never reaches an optimizer. Beside it a 0-dim int64 counter records how many batches
+//! have been folded in. Updates are in place (rebinding would disconnect the VarStore's copy), under
+//! `no_grad`, and entirely on the device: the "first batch initialises the buffer" rule is a
+//! `where` on the counter, not a host branch, so training never syncs for it.
+//!
+//! Before any update [`EmaCovariance::value`] returns the identity matrix: whitening by its Cholesky
+//! factor is then the identity map, a defined (if untrained) behaviour where the reference crashes on a
+//! `None` buffer.
+
+use tch::nn::Path;
+use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
+
+/// The reference's momentum: buffer ← m·buffer + (1 − m)·batch.
+pub const DEFAULT_MOMENTUM: f64 = 0.9;
+
+/// A k×k EMA buffer plus its update counter.
+#[derive(Debug)]
+pub struct EmaCovariance {
+    value: Tensor,
+    count: Tensor,
+    momentum: f64,
+}
+
+impl EmaCovariance {
+    /// Registers `name` (k×k, zeros, of `kind`) and `name_count` (0-dim int64) on `path`.
+    pub fn new(path: &Path, name: &str, k: i64, momentum: f64, kind: Kind) -> Result<Self> {
+        if !(0.0..=1.0).contains(&momentum) {
+            return Err(Error::InvalidArgument {
+                op: "EmaCovariance::new",
+                msg: format!("momentum must lie in [0, 1], got {momentum}"),
+            });
+        }
+        if k <= 0 {
+            return Err(Error::InvalidArgument {
+                op: "EmaCovariance::new",
+                msg: format!("k must be positive, got {k}"),
+            });
+        }
+        let dev = path.device();
+        let value = path.add(name, Tensor::f_zeros([k, k], (kind, dev))?, false);
+        let count = path.add(
+            &format!("{name}_count"),
+            Tensor::f_zeros([], (Kind::Int64, dev))?,
+            false,
+        );
+        Ok(Self {
+            value,
+            count,
+            momentum,
+        })
+    }
+
+    /// Folds a batch statistic in: the first update copies it, later ones blend with the momentum.
+    /// The batch is detached; no graph is kept.
+    ///
+    /// # Shapes
+    /// - `batch`: (k, k)
+    pub fn update(&mut self, batch: &Tensor) -> Result<()> {
+        if batch.size() != self.value.size() {
+            return Err(Error::Shape {
+                op: "EmaCovariance::update",
+                expected: format!("a {:?} statistic", self.value.size()),
+                got: batch.size(),
+            });
+        }
+        let _guard = tch::no_grad_guard();
+        let batch = batch.f_detach()?.f_to_kind(self.value.kind())?;
+        let blended = self
+            .value
+            .f_mul_scalar(self.momentum)?
+            .f_add(&batch.f_mul_scalar(1.0 - self.momentum)?)?;
+        let first = self.count.f_eq(0)?;
+        let new = batch.f_where_self(&first, &blended)?;
+        self.value.f_copy_(&new)?;
+        let _ = self.count.f_add_scalar_(1)?;
+        Ok(())
+    }
+
+    /// The current estimate; the identity matrix before the first update.
+    ///
+    /// # Shapes
+    /// - returns: (k, k)
+    pub fn value(&self) -> Result<Tensor> {
+        let k = self.value.size()[0];
+        let eye = Tensor::f_eye(k, (self.value.kind(), self.value.device()))?;
+        Ok(eye.f_where_self(&self.count.f_eq(0)?, &self.value)?)
+    }
+
+    /// The raw stored buffer (zeros before the first update).
+    pub fn buffer(&self) -> &Tensor {
+        &self.value
+    }
+
+    /// Number of updates so far. Reads the device: for logging, not for the hot path.
+    pub fn count(&self) -> Result<i64> {
+        Ok(self.count.f_int64_value(&[])?)
+    }
+
+    /// Marks the buffer as holding a valid estimate (after loading a reference `feature_cov`, which
+    /// has no counter) by setting the counter to `n` if it is zero.
+    pub fn mark_initialised(&mut self, n: i64) -> Result<()> {
+        let _guard = tch::no_grad_guard();
+        let n = Tensor::f_full([], n, (Kind::Int64, self.count.device()))?;
+        let new = n.f_where_self(&self.count.f_eq(0)?, &self.count)?;
+        self.count.f_copy_(&new)?;
+        Ok(())
+    }
+
+    pub fn momentum(&self) -> f64 {
+        self.momentum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ono_testing::{assert_close, seeded};
+    use tch::nn::VarStore;
+    use tch::Device;
+
+    #[test]
+    fn first_update_copies_then_blends_with_momentum() {
+        seeded(3);
+        let vs = VarStore::new(Device::Cpu);
+        let mut ema = EmaCovariance::new(&vs.root(), "feature_cov", 3, 0.9, Kind::Double).unwrap();
+        let eye = Tensor::eye(3, (Kind::Double, Device::Cpu));
+        assert_close(&ema.value().unwrap(), &eye, 0.0, 0.0);
+        assert_eq!(ema.count().unwrap(), 0);
+
+        let a = Tensor::randn([3, 3], (Kind::Double, Device::Cpu));
+        let b = Tensor::randn([3, 3], (Kind::Double, Device::Cpu));
+        ema.update(&a).unwrap();
+        assert_close(&ema.value().unwrap(), &a, 0.0, 0.0);
+        ema.update(&b).unwrap();
+        assert_close(&ema.value().unwrap(), &(&a * 0.9 + &b * 0.1), 1e-15, 1e-15);
+        assert_eq!(ema.count().unwrap(), 2);
+    }
+
+    #[test]
+    fn buffer_is_saved_but_never_trainable() {
+        seeded(4);
+        let vs = VarStore::new(Device::Cpu);
+        let mut ema = EmaCovariance::new(&vs.root(), "feature_cov", 2, 0.5, Kind::Float).unwrap();
+        let batch = Tensor::ones([2, 2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        ema.update(&(&batch * 2.0)).unwrap();
+        assert!(vs.trainable_variables().is_empty());
+        let vars = vs.variables();
+        // The in-place update reached the VarStore's copy (what a checkpoint writes).
+        assert_close(
+            &vars["feature_cov"],
+            &Tensor::full([2, 2], 2.0, (Kind::Float, Device::Cpu)),
+            0.0,
+            0.0,
+        );
+        assert_eq!(vars["feature_cov_count"].int64_value(&[]), 1);
+        assert!(!ema.buffer().requires_grad());
+    }
+
+    #[test]
+    fn bad_arguments_are_errors() {
+        let vs = VarStore::new(Device::Cpu);
+        assert!(EmaCovariance::new(&vs.root(), "a", 2, 1.5, Kind::Float).is_err());
+        assert!(EmaCovariance::new(&vs.root(), "b", 0, 0.9, Kind::Float).is_err());
+        let mut ema = EmaCovariance::new(&vs.root(), "c", 2, 0.9, Kind::Float).unwrap();
+        let wrong = Tensor::zeros([3, 3], (Kind::Float, Device::Cpu));
+        assert!(matches!(ema.update(&wrong), Err(Error::Shape { .. })));
+    }
+
+    #[test]
+    fn marking_a_loaded_buffer_initialised_keeps_its_value() {
+        let vs = VarStore::new(Device::Cpu);
+        let mut ema = EmaCovariance::new(&vs.root(), "feature_cov", 2, 0.9, Kind::Float).unwrap();
+        let loaded = Tensor::from_slice(&[2.0f32, 0.5, 0.5, 1.0]).view([2, 2]);
+        tch::no_grad(|| ema.value.copy_(&loaded));
+        ema.mark_initialised(1).unwrap();
+        assert_close(&ema.value().unwrap(), &loaded, 0.0, 0.0);
+        ema.mark_initialised(7).unwrap();
+        assert_eq!(ema.count().unwrap(), 1);
+    }
+}

@@ -1,0 +1,10 @@
+//! Batched kernels of ono on libtorch: Cholesky orthonormalization, EMA statistics, the attention
+//! kernels of ONO and its baselines, and the spectral multiply of FNO layers. Stateless functions on
+//! `tch::Tensor`s (the EMA buffer aside); every one documents its shapes in a `# Shapes` section.
+
+pub mod attention;
+pub mod ema;
+mod error;
+pub mod orthonormal;
+
+pub use error::{Error, Result};

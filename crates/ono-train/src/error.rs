@@ -1,0 +1,12 @@
+//! The error type of ono-train.
+
+/// Everything ono-train can refuse.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An error raised inside libtorch.
+    #[error(transparent)]
+    Torch(#[from] tch::TchError),
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

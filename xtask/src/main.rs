@@ -1,0 +1,128 @@
+//! `cargo xtask`: the project runner.
+//!
+//! It installs what the workspace needs (libtorch through a cached PyPI `torch==2.11.0`, Debian
+//! packages), then runs cargo with the environment that makes tch build and its binaries run.
+//! It deliberately does not depend on tch, so it compiles in seconds on a fresh clone.
+
+mod system;
+mod torch;
+
+use std::ffi::OsString;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use torch::TorchEnv;
+
+/// Debian packages that crates of the workspace link against.
+/// `libopenblas-dev`: LAPACK for the ndarray-linalg f64 oracles in tests.
+const SYSTEM_PACKAGES: &[system::Package] = &[system::Package {
+    name: "libopenblas-dev",
+    why: "LAPACK for the ndarray-linalg f64 test oracles",
+}];
+
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    about = "ono project runner",
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install or find libtorch and the system packages; print what was found or installed.
+    Setup,
+    /// Set up, then run `cargo test --workspace` with one torch thread per test process.
+    ///
+    /// Extra arguments go to `cargo test` (e.g. `cargo xtask test -p ono-kernels -- cholesky`).
+    Test {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Set up, then run the criterion benchmarks, optionally only those matching FILTER.
+    Bench {
+        /// Criterion filter (a regex on benchmark ids).
+        filter: Option<String>,
+        /// Further arguments for criterion (after `--`).
+        #[arg(last = true)]
+        criterion_args: Vec<OsString>,
+    },
+    /// Print shell exports so that plain cargo works: `eval "$(cargo xtask env)"`.
+    Env,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Setup => {
+            let env = setup()?;
+            env.describe();
+            Ok(())
+        }
+        Cmd::Test { args } => {
+            let env = setup()?;
+            let mut cmd = cargo(&env);
+            cmd.args(["test", "--workspace"]).args(args);
+            // One torch (OpenMP/MKL) thread per test process: the CI machine has two cores and
+            // libtest already runs tests on several threads. OpenBLAS likewise (rust-tch-notes §4).
+            for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
+                cmd.env(var, "1");
+            }
+            run(cmd)
+        }
+        Cmd::Bench {
+            filter,
+            criterion_args,
+        } => {
+            let env = setup()?;
+            let mut cmd = cargo(&env);
+            cmd.args(["bench", "-p", "ono-benches", "--"]);
+            cmd.args(filter).args(criterion_args);
+            run(cmd)
+        }
+        Cmd::Env => {
+            // Progress goes to stderr, so only the exports reach `eval`.
+            let env = setup()?;
+            print!("{}", env.shell_exports());
+            Ok(())
+        }
+    }
+}
+
+/// Installs or finds everything the workspace needs. Progress goes to stderr.
+fn setup() -> Result<TorchEnv> {
+    let start = Instant::now();
+    system::ensure(SYSTEM_PACKAGES)?;
+    let env = torch::bootstrap()?;
+    torch::say(format!(
+        "setup done in {:.1} s",
+        start.elapsed().as_secs_f64()
+    ));
+    Ok(env)
+}
+
+/// A `cargo` command with the libtorch environment applied.
+fn cargo(env: &TorchEnv) -> Command {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    env.apply(&mut cmd);
+    cmd
+}
+
+/// Runs a command with inherited stdio (output streams live) and fails on a non-zero exit.
+fn run(mut cmd: Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {shown}"))?;
+    if !status.success() {
+        bail!("command failed ({status}): {shown}");
+    }
+    Ok(())
+}
