@@ -68,7 +68,14 @@ fn main() -> Result<()> {
         Cmd::Test { args } => {
             let env = setup()?;
             let mut cmd = cargo(&env);
-            cmd.args(["test", "--workspace"]).args(args);
+            cmd.arg("test");
+            // The whole workspace unless the caller picked packages.
+            if !args.iter().any(|a| {
+                a == "-p" || a == "--package" || a.to_string_lossy().starts_with("--package=")
+            }) {
+                cmd.arg("--workspace");
+            }
+            cmd.args(args);
             // One torch (OpenMP/MKL) thread per test process: the CI machine has two cores and
             // libtest already runs tests on several threads. OpenBLAS likewise (rust-tch-notes §4).
             for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {

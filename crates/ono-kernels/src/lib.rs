@@ -6,5 +6,6 @@ pub mod attention;
 pub mod ema;
 mod error;
 pub mod orthonormal;
+pub mod spectral;
 
 pub use error::{Error, Result};

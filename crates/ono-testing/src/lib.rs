@@ -208,6 +208,54 @@ fn unravel(mut i: usize, shape: &[i64]) -> Vec<i64> {
     idx
 }
 
+/// Checks autograd gradients of a scalar function against central finite differences, in f64.
+///
+/// `f` maps the inputs to a 0-dim tensor. Every element of every input is perturbed by ±`eps`
+/// (keep the inputs small); the analytic gradient must match to `rtol` relative to the largest
+/// gradient magnitude of that input (plus `1e-12` absolute). Inputs are converted to f64.
+#[track_caller]
+pub fn assert_gradients(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], eps: f64, rtol: f64) {
+    init();
+    let leaves: Vec<Tensor> = inputs
+        .iter()
+        .map(|t| t.detach().to_kind(Kind::Double).set_requires_grad(true))
+        .collect();
+    let out = f(&leaves);
+    assert_eq!(out.numel(), 1, "assert_gradients needs a scalar function");
+    let grads = Tensor::run_backward(&[out], &leaves, false, false);
+    let _guard = tch::no_grad_guard();
+    for (which, (leaf, grad)) in leaves.iter().zip(&grads).enumerate() {
+        let base = leaf.detach().copy();
+        let mut numeric = vec![0.0f64; base.numel()];
+        let flat = base.view([-1]);
+        for (i, slot) in numeric.iter_mut().enumerate() {
+            let orig = flat.double_value(&[i as i64]);
+            let eval = |x: f64| {
+                let _ = flat.get(i as i64).fill_(x);
+                let args: Vec<Tensor> = leaves
+                    .iter()
+                    .enumerate()
+                    .map(|(j, l)| {
+                        if j == which {
+                            base.shallow_clone()
+                        } else {
+                            l.detach()
+                        }
+                    })
+                    .collect();
+                f(&args).double_value(&[])
+            };
+            *slot = (eval(orig + eps) - eval(orig - eps)) / (2.0 * eps);
+            let _ = flat.get(i as i64).fill_(orig);
+        }
+        let numeric = Tensor::from_slice(&numeric).view(base.size().as_slice());
+        let scale = numeric.abs().max().double_value(&[]).max(1e-12);
+        if let Err(msg) = check_close(grad, &numeric, 0.0, rtol * scale + 1e-12) {
+            panic!("gradient of input {which} disagrees with central differences (eps {eps:e}):\n{msg}");
+        }
+    }
+}
+
 /// Asserts that this process has `libtorch.so` mapped, i.e. that the shared link script
 /// (`build/tch_link.rs`) gave the binary its RUNPATH and kept `-ltorch` despite `--as-needed`.
 /// Without it `libtorch_cuda.so` is never loaded and CUDA reports as unavailable on GPU machines.
@@ -288,6 +336,28 @@ mod tests {
     #[test]
     fn libtorch_is_linked() {
         assert_libtorch_linked();
+    }
+
+    #[test]
+    fn gradient_check_accepts_true_and_rejects_false_gradients() {
+        init();
+        let x = Tensor::from_slice(&[0.3f64, -1.2, 2.0]);
+        assert_gradients(
+            |t| (&t[0] * &t[0]).sin().sum(Kind::Double),
+            &[x.copy()],
+            1e-6,
+            1e-7,
+        );
+        // A function whose autograd gradient is deliberately wrong (detach hides a term).
+        let wrong = std::panic::catch_unwind(|| {
+            assert_gradients(
+                |t| (&t[0] * t[0].detach()).sum(Kind::Double),
+                &[x.copy()],
+                1e-6,
+                1e-7,
+            )
+        });
+        assert!(wrong.is_err());
     }
 
     crate::device_tests! {
