@@ -4,6 +4,7 @@
 //! packages), then runs cargo with the environment that makes tch build and its binaries run.
 //! It deliberately does not depend on tch, so it compiles in seconds on a fresh clone.
 
+mod bench_report;
 mod system;
 mod torch;
 
@@ -53,6 +54,8 @@ enum Cmd {
         #[arg(last = true)]
         criterion_args: Vec<OsString>,
     },
+    /// Print criterion's saved results as markdown tables with the log-log slope against N.
+    BenchReport,
     /// Print shell exports so that plain cargo works: `eval "$(cargo xtask env)"`.
     Env,
 }
@@ -93,6 +96,14 @@ fn main() -> Result<()> {
             cmd.args(filter).args(criterion_args);
             run(cmd)
         }
+        Cmd::BenchReport => {
+            let dir = std::env::var_os("CARGO_TARGET_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| workspace_root().join("target"))
+                .join("criterion");
+            print!("{}", bench_report::report(&dir)?);
+            Ok(())
+        }
         Cmd::Env => {
             // Progress goes to stderr, so only the exports reach `eval`.
             let env = setup()?;
@@ -100,6 +111,11 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn workspace_root() -> std::path::PathBuf {
+    let xtask = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_path_buf()
 }
 
 /// Installs or finds everything the workspace needs. Progress goes to stderr.

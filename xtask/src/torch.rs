@@ -328,9 +328,8 @@ fn workspace_target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("target")
+            let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+            xtask.parent().unwrap_or(xtask).join("target")
         })
 }
 

@@ -65,6 +65,7 @@ fn fourier_oracle(q: &A4, k: &A4, v: &A4) -> A4 {
     })
 }
 
+#[allow(clippy::needless_range_loop)] // index arithmetic mirrors the formula
 fn linear_oracle(q: &A4, k: &A4, v: &A4) -> A4 {
     let (nk, d) = (k.shape[2], q.shape[3]);
     weighted_sum(v, q.shape[2], |b, h, i| {

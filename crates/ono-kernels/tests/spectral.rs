@@ -60,7 +60,8 @@ fn rotated_wave(sizes: &[i64], freq: &[i64], a: f64, b: f64) -> Tensor {
 fn a_kept_mode_is_scaled_by_exactly_its_weight_in_every_corner() {
     let mut rng = seeded(41);
     // (sizes, modes, frequency, corner, index of the frequency inside that corner)
-    let cases: Vec<(Vec<i64>, Vec<i64>, Vec<i64>, usize, Vec<i64>)> = vec![
+    type Case = (Vec<i64>, Vec<i64>, Vec<i64>, usize, Vec<i64>);
+    let cases: Vec<Case> = vec![
         (vec![16], vec![5], vec![3], 0, vec![3]),
         (vec![8, 10], vec![3, 4], vec![1, 2], 0, vec![1, 2]),
         (vec![8, 10], vec![3, 4], vec![-2, 3], 1, vec![1, 3]),
