@@ -164,6 +164,30 @@ fn attention(c: &mut Criterion) {
     }
 }
 
+/// The linear kernels beyond the 260 MB L3 of the development machine (64k → 256k), where every N is
+/// bandwidth-bound: the slope there isolates the algorithmic scaling from the cache step.
+fn attention_large(c: &mut Criterion) {
+    let dev = bench_device();
+    tch::manual_seed(0);
+    let linear: [(&str, Kernel); 3] = [
+        ("galerkin", galerkin),
+        ("linear_transformer", linear_transformer),
+        ("gnot_linear", gnot_linear),
+    ];
+    for n in [1i64 << 16, 1 << 17, 1 << 18] {
+        let qkv = [
+            randn(&[B, H, n, D], dev),
+            randn(&[B, H, n, D], dev),
+            randn(&[B, H, n, D], dev),
+        ];
+        for (name, kernel) in linear {
+            bench_both(configure(c), "attention_large", name, n, &qkv, &|t| {
+                kernel(&t[0], &t[1], &t[2], None).unwrap()
+            });
+        }
+    }
+}
+
 /// One FNO-2D spectral layer: width 32, 12×12 modes in each of the two corners.
 fn spectral(c: &mut Criterion) {
     let dev = bench_device();
@@ -184,5 +208,11 @@ fn spectral(c: &mut Criterion) {
     }
 }
 
-criterion_group!(kernels, orthonormalize, attention, spectral);
+criterion_group!(
+    kernels,
+    orthonormalize,
+    attention,
+    attention_large,
+    spectral
+);
 criterion_main!(kernels);

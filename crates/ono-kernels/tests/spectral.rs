@@ -18,8 +18,9 @@ fn random(rng: &mut impl Rng, shape: &[i64]) -> Tensor {
     .view(shape)
 }
 
-/// cos(2π Σ_j f_j t_j / n_j) on a grid of `sizes`, as (1, 1, sizes...).
-fn plane_wave(sizes: &[i64], freq: &[i64]) -> Tensor {
+/// Re((a + ib) e^{iθ}) = a cos θ − b sin θ with θ = 2π Σ_j f_j t_j / n_j on a grid of `sizes`,
+/// as a (1, 1, sizes...) tensor.
+fn rotated_wave(sizes: &[i64], freq: &[i64], a: f64, b: f64) -> Tensor {
     let total: i64 = sizes.iter().product();
     let vals: Vec<f64> = (0..total)
         .map(|mut flat| {
@@ -29,7 +30,7 @@ fn plane_wave(sizes: &[i64], freq: &[i64]) -> Tensor {
                 flat /= sizes[j];
                 phase += 2.0 * PI * (freq[j] * t) as f64 / sizes[j] as f64;
             }
-            phase.cos()
+            a * phase.cos() - b * phase.sin()
         })
         .collect();
     let mut shape = vec![1, 1];
@@ -37,23 +38,9 @@ fn plane_wave(sizes: &[i64], freq: &[i64]) -> Tensor {
     Tensor::from_slice(&vals).view(shape.as_slice())
 }
 
-/// Re((a + ib) e^{iθ}) = a cos θ − b sin θ on the same grid.
-fn rotated_wave(sizes: &[i64], freq: &[i64], a: f64, b: f64) -> Tensor {
-    let cos = plane_wave(sizes, freq);
-    let total: i64 = sizes.iter().product();
-    let sin: Vec<f64> = (0..total)
-        .map(|mut flat| {
-            let mut phase = 0.0;
-            for j in (0..sizes.len()).rev() {
-                let t = flat % sizes[j];
-                flat /= sizes[j];
-                phase += 2.0 * PI * (freq[j] * t) as f64 / sizes[j] as f64;
-            }
-            phase.sin()
-        })
-        .collect();
-    let shape = cos.size();
-    cos * a - Tensor::from_slice(&sin).view(shape.as_slice()) * b
+/// cos θ: the pure mode itself.
+fn plane_wave(sizes: &[i64], freq: &[i64]) -> Tensor {
+    rotated_wave(sizes, freq, 1.0, 0.0)
 }
 
 #[test]
