@@ -125,30 +125,39 @@ fn orthonormalize(c: &mut Criterion) {
 
 type Kernel = fn(&Tensor, &Tensor, &Tensor, Option<&Tensor>) -> ono_kernels::Result<Tensor>;
 
-fn attention(c: &mut Criterion) {
+const LINEAR_KERNELS: [(&str, Kernel); 3] = [
+    ("galerkin", galerkin),
+    ("linear_transformer", linear_transformer),
+    ("gnot_linear", gnot_linear),
+];
+
+/// The linear kernels (and, if `with_nystrom`, Nyström) at each N of `ns`, as `group`.
+fn linear_attention(c: &mut Criterion, group: &str, ns: &[i64], with_nystrom: bool) {
     let dev = bench_device();
     tch::manual_seed(0);
-    let linear: [(&str, Kernel); 3] = [
-        ("galerkin", galerkin),
-        ("linear_transformer", linear_transformer),
-        ("gnot_linear", gnot_linear),
-    ];
-    for n in LINEAR_NS {
+    for &n in ns {
         let qkv = [
             randn(&[B, H, n, D], dev),
             randn(&[B, H, n, D], dev),
             randn(&[B, H, n, D], dev),
         ];
-        for (name, kernel) in linear {
-            bench_both(configure(c), "attention", name, n, &qkv, &|t| {
+        for (name, kernel) in LINEAR_KERNELS {
+            bench_both(configure(c), group, name, n, &qkv, &|t| {
                 kernel(&t[0], &t[1], &t[2], None).unwrap()
             });
         }
-        let cfg = NystromConfig::default();
-        bench_both(configure(c), "attention", "nystrom", n, &qkv, &|t| {
-            nystrom(&t[0], &t[1], &t[2], &cfg, None).unwrap()
-        });
+        if with_nystrom {
+            let cfg = NystromConfig::default();
+            bench_both(configure(c), group, "nystrom", n, &qkv, &|t| {
+                nystrom(&t[0], &t[1], &t[2], &cfg, None).unwrap()
+            });
+        }
     }
+}
+
+fn attention(c: &mut Criterion) {
+    linear_attention(c, "attention", &LINEAR_NS, true);
+    let dev = bench_device();
     let quadratic: [(&str, Kernel); 2] = [("fourier", fourier), ("softmax", softmax)];
     for n in QUADRATIC_NS {
         let qkv = [
@@ -167,25 +176,7 @@ fn attention(c: &mut Criterion) {
 /// The linear kernels beyond the 260 MB L3 of the development machine (64k → 256k), where every N is
 /// bandwidth-bound: the slope there isolates the algorithmic scaling from the cache step.
 fn attention_large(c: &mut Criterion) {
-    let dev = bench_device();
-    tch::manual_seed(0);
-    let linear: [(&str, Kernel); 3] = [
-        ("galerkin", galerkin),
-        ("linear_transformer", linear_transformer),
-        ("gnot_linear", gnot_linear),
-    ];
-    for n in [1i64 << 16, 1 << 17, 1 << 18] {
-        let qkv = [
-            randn(&[B, H, n, D], dev),
-            randn(&[B, H, n, D], dev),
-            randn(&[B, H, n, D], dev),
-        ];
-        for (name, kernel) in linear {
-            bench_both(configure(c), "attention_large", name, n, &qkv, &|t| {
-                kernel(&t[0], &t[1], &t[2], None).unwrap()
-            });
-        }
-    }
+    linear_attention(c, "attention_large", &[1 << 16, 1 << 17, 1 << 18], false);
 }
 
 /// One FNO-2D spectral layer: width 32, 12×12 modes in each of the two corners.
