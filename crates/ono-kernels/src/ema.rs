@@ -61,7 +61,7 @@ impl EmaCovariance {
     ///
     /// # Shapes
     /// - `batch`: (k, k)
-    pub fn update(&mut self, batch: &Tensor) -> Result<()> {
+    pub fn update(&self, batch: &Tensor) -> Result<()> {
         if batch.size() != self.value.size() {
             return Err(Error::Shape {
                 op: "EmaCovariance::update",
@@ -77,8 +77,8 @@ impl EmaCovariance {
             .f_add(&batch.f_mul_scalar(1.0 - self.momentum)?)?;
         let first = self.count.f_eq(0)?;
         let new = batch.f_where_self(&first, &blended)?;
-        self.value.f_copy_(&new)?;
-        let _ = self.count.f_add_scalar_(1)?;
+        self.value.shallow_clone().f_copy_(&new)?;
+        let _ = self.count.shallow_clone().f_add_scalar_(1)?;
         Ok(())
     }
 
@@ -104,11 +104,19 @@ impl EmaCovariance {
 
     /// Marks the buffer as holding a valid estimate (after loading a reference `feature_cov`, which
     /// has no counter) by setting the counter to `n` if it is zero.
-    pub fn mark_initialised(&mut self, n: i64) -> Result<()> {
+    pub fn mark_initialised(&self, n: i64) -> Result<()> {
         let _guard = tch::no_grad_guard();
         let n = Tensor::f_full([], n, (Kind::Int64, self.count.device()))?;
         let new = n.f_where_self(&self.count.f_eq(0)?, &self.count)?;
-        self.count.f_copy_(&new)?;
+        self.count.shallow_clone().f_copy_(&new)?;
+        Ok(())
+    }
+
+    /// Back to the state before any update: zeros and a zero counter (value() = identity).
+    pub fn reset(&self) -> Result<()> {
+        let _guard = tch::no_grad_guard();
+        let _ = self.value.shallow_clone().f_zero_()?;
+        let _ = self.count.shallow_clone().f_zero_()?;
         Ok(())
     }
 
@@ -128,7 +136,7 @@ mod tests {
     fn first_update_copies_then_blends_with_momentum() {
         seeded(3);
         let vs = VarStore::new(Device::Cpu);
-        let mut ema = EmaCovariance::new(&vs.root(), "feature_cov", 3, 0.9, Kind::Double).unwrap();
+        let ema = EmaCovariance::new(&vs.root(), "feature_cov", 3, 0.9, Kind::Double).unwrap();
         let eye = Tensor::eye(3, (Kind::Double, Device::Cpu));
         assert_close(&ema.value().unwrap(), &eye, 0.0, 0.0);
         assert_eq!(ema.count().unwrap(), 0);
@@ -146,7 +154,7 @@ mod tests {
     fn buffer_is_saved_but_never_trainable() {
         seeded(4);
         let vs = VarStore::new(Device::Cpu);
-        let mut ema = EmaCovariance::new(&vs.root(), "feature_cov", 2, 0.5, Kind::Float).unwrap();
+        let ema = EmaCovariance::new(&vs.root(), "feature_cov", 2, 0.5, Kind::Float).unwrap();
         let batch = Tensor::ones([2, 2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
         ema.update(&(&batch * 2.0)).unwrap();
         assert!(vs.trainable_variables().is_empty());
@@ -167,7 +175,7 @@ mod tests {
         let vs = VarStore::new(Device::Cpu);
         assert!(EmaCovariance::new(&vs.root(), "a", 2, 1.5, Kind::Float).is_err());
         assert!(EmaCovariance::new(&vs.root(), "b", 0, 0.9, Kind::Float).is_err());
-        let mut ema = EmaCovariance::new(&vs.root(), "c", 2, 0.9, Kind::Float).unwrap();
+        let ema = EmaCovariance::new(&vs.root(), "c", 2, 0.9, Kind::Float).unwrap();
         let wrong = Tensor::zeros([3, 3], (Kind::Float, Device::Cpu));
         assert!(matches!(ema.update(&wrong), Err(Error::Shape { .. })));
     }
@@ -175,7 +183,7 @@ mod tests {
     #[test]
     fn marking_a_loaded_buffer_initialised_keeps_its_value() {
         let vs = VarStore::new(Device::Cpu);
-        let mut ema = EmaCovariance::new(&vs.root(), "feature_cov", 2, 0.9, Kind::Float).unwrap();
+        let ema = EmaCovariance::new(&vs.root(), "feature_cov", 2, 0.9, Kind::Float).unwrap();
         let loaded = Tensor::from_slice(&[2.0f32, 0.5, 0.5, 1.0]).view([2, 2]);
         tch::no_grad(|| ema.value.copy_(&loaded));
         ema.mark_initialised(1).unwrap();

@@ -2,8 +2,24 @@
 //! (Galerkin/Fourier Transformer, GNOT, the FNO family).
 
 mod error;
+pub mod io;
+pub mod ono;
+pub mod presets;
+pub mod reference;
+pub mod reference_check;
 
 pub use error::{Error, Result};
+pub use ono::{NnBlock, Ono, OnoConfig};
+pub use presets::Preset;
+
+/// Number of trainable scalars in a `VarStore` (buffers excluded), as PyTorch's
+/// `sum(p.numel() for p in model.parameters())`.
+pub fn parameter_count(vs: &tch::nn::VarStore) -> i64 {
+    vs.trainable_variables()
+        .iter()
+        .map(|t| t.numel() as i64)
+        .sum()
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,23 @@
 //! Layers and blocks of neural operators on `tch::nn::Path`: linear layers with the reference
-//! initialisations, MLPs, norms, multi-head attention modules and the orthogonal attention block.
+//! initialisations, MLPs, norms, multi-head attention modules, the pre-norm transformer block and
+//! the orthogonal attention block of ONO.
+//!
+//! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
+//! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
 
+pub mod attention;
 mod error;
+pub mod linear;
+pub mod loss;
+pub mod mlp;
+pub mod norm;
+pub mod orthogonal;
+pub mod time_embedding;
+pub mod transformer_block;
+pub mod weights;
 
-pub use error::{Error, Result};
+pub use error::{check_points, Error, Result};
+pub use linear::{Linear, LinearConfig};
 
 #[cfg(test)]
 mod tests {

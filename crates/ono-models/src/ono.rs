@@ -1,0 +1,310 @@
+//! The Orthogonal Neural Operator (`ONO2` of the reference, `ONOmodel2.py` L405–470).
+//!
+//! ```text
+//! [pos…, f…] → Linear(in → 2h) → GELU → Linear(2h → 2h) → chunk → x (eigenfunctions), fx (solution)
+//! x += time_fc(embed(T))                                  (Plasticity only, once)
+//! n × OrthogonalBlock(x, fx); the last block's mlp2 is the head Linear(h → out)
+//! ```
+
+use serde::{Deserialize, Serialize};
+use tch::nn::Path;
+use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
+use ono_nn::attention::{AttentionConfig, AttentionKind};
+use ono_nn::mlp::{Mlp, MlpConfig};
+use ono_nn::orthogonal::{OrthogonalBlock, OrthogonalBlockConfig, Orthogonalization, Whitening};
+use ono_nn::time_embedding::TimeMlp;
+use ono_nn::transformer_block::TransformerBlockConfig;
+
+/// The NN block of the eigenfunction stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NnBlock {
+    /// lucidrains linear transformer (the reference default, `attn_type=None`).
+    #[default]
+    LinearTransformer,
+    /// Nyström attention (`attn_type='nystrom'`).
+    Nystrom,
+    /// Galerkin attention (`attn_type='galerkin'`).
+    Galerkin,
+    /// Plain softmax attention (ablation; not in the reference).
+    Softmax,
+    /// No attention sub-layer: only the FFN (ablation).
+    None,
+}
+
+/// Constructor arguments of ONO, named as the reference's `ONO2(...)` where one exists.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OnoConfig {
+    /// Coordinate channels of `pos`.
+    pub space_dim: i64,
+    /// Channels of the input function `fx`.
+    pub fun_dim: i64,
+    /// Output channels.
+    pub out_dim: i64,
+    pub n_layers: usize,
+    /// Width h.
+    pub n_hidden: i64,
+    pub n_head: i64,
+    /// Number of eigenfunctions k.
+    pub psi_dim: i64,
+    pub mlp_ratio: i64,
+    pub nn_block: NnBlock,
+    pub orthogonalization: Orthogonalization,
+    pub whitening: Whitening,
+    /// EMA momentum of the covariance buffers.
+    pub momentum: f64,
+    /// A time input T (B, 1), embedded and added to the eigenfunction stream (Plasticity).
+    pub time_input: bool,
+}
+
+impl Default for OnoConfig {
+    /// The paper's common setting: h 128, 8 heads, 8 layers, k 16, linear transformer.
+    fn default() -> Self {
+        Self {
+            space_dim: 2,
+            fun_dim: 1,
+            out_dim: 1,
+            n_layers: 8,
+            n_hidden: 128,
+            n_head: 8,
+            psi_dim: 16,
+            mlp_ratio: 1,
+            nn_block: NnBlock::LinearTransformer,
+            orthogonalization: Orthogonalization::Orthonormal,
+            whitening: Whitening::ExplicitInverse,
+            momentum: ono_kernels::ema::DEFAULT_MOMENTUM,
+            time_input: false,
+        }
+    }
+}
+
+impl OnoConfig {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.space_dim < 0 || self.fun_dim < 0 || self.space_dim + self.fun_dim == 0 {
+            return bad(format!(
+                "space_dim {} and fun_dim {} must be ≥ 0 with at least one input channel",
+                self.space_dim, self.fun_dim
+            ));
+        }
+        if self.out_dim <= 0 || self.n_layers == 0 || self.n_hidden <= 0 || self.psi_dim <= 0 {
+            return bad(format!(
+                "out_dim {}, n_layers {}, n_hidden {} and psi_dim {} must be positive",
+                self.out_dim, self.n_layers, self.n_hidden, self.psi_dim
+            ));
+        }
+        if self.n_head <= 0 || self.n_hidden % self.n_head != 0 {
+            return bad(format!(
+                "n_head {} must be positive and divide n_hidden {}",
+                self.n_head, self.n_hidden
+            ));
+        }
+        if self.mlp_ratio <= 0 {
+            return bad(format!(
+                "mlp_ratio must be positive, got {}",
+                self.mlp_ratio
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.momentum) {
+            return bad(format!(
+                "momentum must lie in [0, 1], got {}",
+                self.momentum
+            ));
+        }
+        Ok(())
+    }
+
+    fn block_config(&self, last: bool) -> OrthogonalBlockConfig {
+        let kind = match self.nn_block {
+            NnBlock::LinearTransformer => Some(AttentionKind::LinearTransformer),
+            NnBlock::Nystrom => Some(AttentionKind::Nystrom),
+            NnBlock::Galerkin => Some(AttentionKind::Galerkin),
+            NnBlock::Softmax => Some(AttentionKind::Softmax),
+            NnBlock::None => None,
+        };
+        OrthogonalBlockConfig {
+            nn_block: TransformerBlockConfig {
+                attention: kind.map(|kind| AttentionConfig {
+                    kind,
+                    dim: self.n_hidden,
+                    heads: self.n_head,
+                    ..AttentionConfig::default()
+                }),
+                dim: self.n_hidden,
+                mlp_ratio: self.mlp_ratio,
+            },
+            psi_dim: self.psi_dim,
+            orthogonalization: self.orthogonalization,
+            whitening: self.whitening,
+            momentum: self.momentum,
+            head_out: last.then_some(self.out_dim),
+        }
+    }
+
+    /// Builds the model on `path` under the reference's parameter names (`preprocess.*`,
+    /// `time_fc.*`, `blocks.<i>.*`), initialised as the reference (trunc-normal 0.02 linears, zero
+    /// biases, unit norms, μ = 0).
+    pub fn init(&self, path: &Path) -> Result<Ono> {
+        self.validate()?;
+        let h = self.n_hidden;
+        let blocks = (0..self.n_layers)
+            .map(|i| {
+                self.block_config(i + 1 == self.n_layers)
+                    .init(&(path / "blocks" / i))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Ono {
+            cfg: *self,
+            preprocess: MlpConfig::new(self.space_dim + self.fun_dim, 2 * h, 2 * h)
+                .init(&(path / "preprocess")),
+            time_fc: self
+                .time_input
+                .then(|| TimeMlp::new(&(path / "time_fc"), h)),
+            blocks,
+        })
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct Ono {
+    cfg: OnoConfig,
+    preprocess: Mlp,
+    time_fc: Option<TimeMlp>,
+    blocks: Vec<OrthogonalBlock>,
+}
+
+impl Ono {
+    pub fn config(&self) -> &OnoConfig {
+        &self.cfg
+    }
+
+    pub fn blocks(&self) -> &[OrthogonalBlock] {
+        &self.blocks
+    }
+
+    /// Forgets every block's running statistics (as a freshly built model).
+    pub fn reset_statistics(&self) -> Result<()> {
+        for block in &self.blocks {
+            block.reset_statistics()?;
+        }
+        Ok(())
+    }
+
+    /// Forward pass. `train` uses each block's batch covariance and updates its EMA buffer (or the
+    /// BatchNorm statistics); eval uses the buffers (the identity before any training step).
+    ///
+    /// # Shapes
+    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim)
+    /// - `t`: (B, 1), required exactly when `time_input`
+    /// - returns: (B, N, out_dim)
+    pub fn forward(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        t: Option<&Tensor>,
+        train: bool,
+    ) -> Result<Tensor> {
+        let (mut x, mut fx) = self.encode(pos, fx, t)?;
+        for block in &self.blocks {
+            (x, fx) = block.forward(&x, &fx, train)?;
+        }
+        Ok(fx)
+    }
+
+    /// Validates the inputs, then the encoder and the time embedding: the two streams.
+    ///
+    /// # Shapes
+    /// - returns: `x` and `fx`, each (B, N, h)
+    pub fn encode(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        t: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        let [b, _] = self.check_inputs(pos, fx, t)?;
+        let input = Tensor::f_cat(&[pos, fx], -1)?.f_to_kind(self.kind())?;
+        let enc = self.preprocess.forward(&input)?;
+        let halves = enc.f_chunk(2, -1)?;
+        let (mut x, fx) = (halves[0].shallow_clone(), halves[1].shallow_clone());
+        if let (Some(time_fc), Some(t)) = (&self.time_fc, t) {
+            // (B, 1, h), broadcast over the points like the reference's repeat(1, N, 1).
+            x = x.f_add(&time_fc.forward(&t.f_reshape([b, 1])?)?)?;
+        }
+        Ok((x, fx))
+    }
+
+    /// The floating kind of the parameters (inputs are cast to it).
+    pub fn kind(&self) -> Kind {
+        self.preprocess.kind()
+    }
+
+    fn check_inputs(&self, pos: &Tensor, fx: &Tensor, t: Option<&Tensor>) -> Result<[i64; 2]> {
+        const OP: &str = "Ono::forward";
+        let c = &self.cfg;
+        let (ps, fs) = (pos.size(), fx.size());
+        let [b, n] = match ps[..] {
+            [b, n, s] if s == c.space_dim && b > 0 && n > 0 => [b, n],
+            _ => {
+                return Err(Error::Shape {
+                    op: OP,
+                    expected: format!("pos (B, N, {}) with B, N > 0", c.space_dim),
+                    got: ps,
+                })
+            }
+        };
+        if fs != [b, n, c.fun_dim] {
+            return Err(Error::Shape {
+                op: OP,
+                expected: format!("fx ({b}, {n}, {}) matching pos", c.fun_dim),
+                got: fs,
+            });
+        }
+        if !pos.is_floating_point() || !fx.is_floating_point() {
+            return Err(Error::Config(format!(
+                "{OP}: pos and fx must be floating point, got {:?} and {:?}",
+                pos.kind(),
+                fx.kind()
+            )));
+        }
+        match (c.time_input, t) {
+            (true, Some(t)) if t.numel() as i64 == b && t.is_floating_point() => {}
+            (true, Some(t)) => {
+                return Err(Error::Shape {
+                    op: OP,
+                    expected: format!("floating T of shape ({b}, 1)"),
+                    got: t.size(),
+                })
+            }
+            (true, None) => {
+                return Err(Error::Config(format!(
+                    "{OP}: the model has a time input; pass T of shape ({b}, 1)"
+                )))
+            }
+            (false, Some(_)) => {
+                return Err(Error::Config(format!(
+                    "{OP}: T was given but the model has no time input (time_input = false)"
+                )))
+            }
+            (false, None) => {}
+        }
+        // One host read for every finiteness check.
+        let mut finite = pos
+            .f_isfinite()?
+            .f_all()?
+            .f_logical_and(&fx.f_isfinite()?.f_all()?)?;
+        if let Some(t) = t {
+            finite = finite.f_logical_and(&t.f_isfinite()?.f_all()?)?;
+        }
+        if !bool::try_from(&finite)? {
+            return Err(Error::NonFinite {
+                op: OP,
+                what: "the input (pos, fx or T)",
+            });
+        }
+        Ok([b, n])
+    }
+}

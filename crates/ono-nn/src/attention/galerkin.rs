@@ -1,0 +1,48 @@
+//! ONO's in-file `LinearAttention(attn_type='galerkin', use_ln=True)` (`ONOmodel2.py` L142–211).
+
+use tch::nn::Path;
+use tch::Tensor;
+
+use super::{check_input, merge_heads, qkv_heads, AttentionConfig};
+use crate::linear::{Linear, LinearConfig};
+use crate::norm::LayerNorm;
+use crate::Result;
+
+/// `to_qkv`: Linear(dim, 3·H·d) without bias; `k_norm`, `v_norm`: LayerNorm(d) shared by the
+/// heads; `to_out.0`: Linear(H·d, dim). out = q (k̃ᵀ ṽ) / N.
+#[derive(Debug)]
+pub struct GalerkinAttention {
+    to_qkv: Linear,
+    k_norm: LayerNorm,
+    v_norm: LayerNorm,
+    to_out: Linear,
+    heads: i64,
+    dim: i64,
+}
+
+impl GalerkinAttention {
+    pub fn new(path: &Path, cfg: &AttentionConfig) -> Self {
+        let d = cfg.head_dim();
+        let inner = cfg.heads * d;
+        Self {
+            to_qkv: LinearConfig::no_bias().init(&(path / "to_qkv"), cfg.dim, 3 * inner),
+            k_norm: LayerNorm::new(&(path / "k_norm"), d),
+            v_norm: LayerNorm::new(&(path / "v_norm"), d),
+            to_out: LinearConfig::default().init(&(path / "to_out" / 0), inner, cfg.dim),
+            heads: cfg.heads,
+            dim: cfg.dim,
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: (B, N, dim)
+    /// - returns: (B, N, dim)
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        check_input("GalerkinAttention", x, self.dim)?;
+        let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
+        let k = self.k_norm.forward(&k)?;
+        let v = self.v_norm.forward(&v)?;
+        let out = ono_kernels::attention::galerkin(&q, &k, &v, None)?;
+        self.to_out.forward(&merge_heads(&out)?)
+    }
+}

@@ -1,0 +1,47 @@
+//! lucidrains linear-attention-transformer 0.19.1 `SelfAttention` with only global heads (ONO's
+//! default NN block; its unused `LocalAttention` has no parameters).
+
+use tch::nn::Path;
+use tch::Tensor;
+
+use super::{check_input, merge_heads, split_heads, AttentionConfig};
+use crate::linear::{Linear, LinearConfig};
+use crate::Result;
+
+/// `to_q`, `to_k`, `to_v`: Linear(dim, H·d) without bias; `to_out`: Linear(H·d, dim) with bias.
+#[derive(Debug)]
+pub struct LinearTransformerAttention {
+    to_q: Linear,
+    to_k: Linear,
+    to_v: Linear,
+    to_out: Linear,
+    heads: i64,
+    dim: i64,
+}
+
+impl LinearTransformerAttention {
+    pub fn new(path: &Path, cfg: &AttentionConfig) -> Self {
+        let inner = cfg.heads * cfg.head_dim();
+        let nb = LinearConfig::no_bias();
+        Self {
+            to_q: nb.init(&(path / "to_q"), cfg.dim, inner),
+            to_k: nb.init(&(path / "to_k"), cfg.dim, inner),
+            to_v: nb.init(&(path / "to_v"), cfg.dim, inner),
+            to_out: LinearConfig::default().init(&(path / "to_out"), inner, cfg.dim),
+            heads: cfg.heads,
+            dim: cfg.dim,
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: (B, N, dim)
+    /// - returns: (B, N, dim)
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        check_input("LinearTransformerAttention", x, self.dim)?;
+        let q = split_heads(&self.to_q.forward(x)?, self.heads)?;
+        let k = split_heads(&self.to_k.forward(x)?, self.heads)?;
+        let v = split_heads(&self.to_v.forward(x)?, self.heads)?;
+        let out = ono_kernels::attention::linear_transformer(&q, &k, &v, None)?;
+        self.to_out.forward(&merge_heads(&out)?)
+    }
+}

@@ -1,0 +1,42 @@
+//! Plain scaled dot-product attention, for the NN-block ablation (no reference module: ONO offers
+//! none; this follows the Nyström module's projection layout).
+
+use tch::nn::Path;
+use tch::Tensor;
+
+use super::{check_input, merge_heads, qkv_heads, AttentionConfig};
+use crate::linear::{Linear, LinearConfig};
+use crate::Result;
+
+/// `to_qkv`: Linear(dim, 3·H·d) without bias; `to_out.0`: Linear(H·d, dim).
+#[derive(Debug)]
+pub struct SoftmaxAttention {
+    to_qkv: Linear,
+    to_out: Linear,
+    heads: i64,
+    dim: i64,
+}
+
+impl SoftmaxAttention {
+    pub fn new(path: &Path, cfg: &AttentionConfig) -> Self {
+        let inner = cfg.heads * cfg.head_dim();
+        Self {
+            to_qkv: LinearConfig::no_bias().init(&(path / "to_qkv"), cfg.dim, 3 * inner),
+            to_out: LinearConfig::default().init(&(path / "to_out" / 0), inner, cfg.dim),
+            heads: cfg.heads,
+            dim: cfg.dim,
+        }
+    }
+
+    /// Quadratic in N: for ablations and small meshes.
+    ///
+    /// # Shapes
+    /// - `x`: (B, N, dim)
+    /// - returns: (B, N, dim)
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        check_input("SoftmaxAttention", x, self.dim)?;
+        let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
+        let out = ono_kernels::attention::softmax(&q, &k, &v, None)?;
+        self.to_out.forward(&merge_heads(&out)?)
+    }
+}

@@ -1,0 +1,78 @@
+//! Linear layer with the initialisation the reference models use.
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{Init, Path};
+use tch::Tensor;
+
+use crate::Result;
+
+/// `timm.trunc_normal_(std=0.02)` as ONO (and GNOT) apply it to every `nn.Linear`. Its bounds are
+/// ±2 in absolute value, i.e. ±100σ, so it never truncates in practice and is drawn as N(0, 0.02²).
+pub const REFERENCE_STD: f64 = 0.02;
+
+/// Settings of [`Linear`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LinearConfig {
+    /// Whether the layer has a bias (initialised to zero).
+    pub bias: bool,
+    /// Standard deviation of the (untruncated) normal weight init.
+    pub std: f64,
+}
+
+impl Default for LinearConfig {
+    fn default() -> Self {
+        Self {
+            bias: true,
+            std: REFERENCE_STD,
+        }
+    }
+}
+
+impl LinearConfig {
+    pub fn no_bias() -> Self {
+        Self {
+            bias: false,
+            ..Self::default()
+        }
+    }
+
+    /// Registers `weight` (out, in) and, if configured, `bias` (out) on `path`.
+    pub fn init(&self, path: &Path, in_dim: i64, out_dim: i64) -> Linear {
+        let weight = path.var(
+            "weight",
+            &[out_dim, in_dim],
+            Init::Randn {
+                mean: 0.0,
+                stdev: self.std,
+            },
+        );
+        let bias = self
+            .bias
+            .then(|| path.var("bias", &[out_dim], Init::Const(0.0)));
+        Linear { weight, bias }
+    }
+}
+
+/// y = x Wᵀ + b, on the last dimension.
+#[derive(Debug)]
+pub struct Linear {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// # Shapes
+    /// - `x`: (..., in)
+    /// - returns: (..., out)
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.f_linear(&self.weight, self.bias.as_ref())?)
+    }
+
+    pub fn in_dim(&self) -> i64 {
+        self.weight.size()[1]
+    }
+
+    pub fn out_dim(&self) -> i64 {
+        self.weight.size()[0]
+    }
+}

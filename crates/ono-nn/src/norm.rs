@@ -1,0 +1,124 @@
+//! LayerNorm and BatchNorm1d with PyTorch's defaults and parameter names.
+
+use tch::nn::{Init, Path};
+use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
+
+/// PyTorch's default eps of both norms.
+pub const EPS: f64 = 1e-5;
+
+/// LayerNorm over the last dimension: `weight` (1s) and `bias` (0s) of size `dim`, eps 1e-5.
+#[derive(Debug)]
+pub struct LayerNorm {
+    pub weight: Tensor,
+    pub bias: Tensor,
+    dim: i64,
+    eps: f64,
+}
+
+impl LayerNorm {
+    pub fn new(path: &Path, dim: i64) -> Self {
+        Self {
+            weight: path.var("weight", &[dim], Init::Const(1.0)),
+            bias: path.var("bias", &[dim], Init::Const(0.0)),
+            dim,
+            eps: EPS,
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: (..., dim)
+    /// - returns: (..., dim)
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(x.f_layer_norm(
+            [self.dim],
+            Some(&self.weight),
+            Some(&self.bias),
+            self.eps,
+            true,
+        )?)
+    }
+}
+
+/// BatchNorm1d over channels with running statistics (`running_mean`, `running_var`,
+/// `num_batches_tracked`, all non-trainable, saved with the model). Momentum 0.1, eps 1e-5; the
+/// running variance is updated with the unbiased batch variance, as PyTorch does.
+#[derive(Debug)]
+pub struct BatchNorm1d {
+    pub weight: Tensor,
+    pub bias: Tensor,
+    pub running_mean: Tensor,
+    pub running_var: Tensor,
+    pub num_batches_tracked: Tensor,
+    channels: i64,
+    momentum: f64,
+    eps: f64,
+}
+
+impl BatchNorm1d {
+    pub fn new(path: &Path, channels: i64) -> Self {
+        let dev = path.device();
+        Self {
+            weight: path.var("weight", &[channels], Init::Const(1.0)),
+            bias: path.var("bias", &[channels], Init::Const(0.0)),
+            running_mean: path.add(
+                "running_mean",
+                Tensor::zeros([channels], (path.kind(), dev)),
+                false,
+            ),
+            running_var: path.add(
+                "running_var",
+                Tensor::ones([channels], (path.kind(), dev)),
+                false,
+            ),
+            num_batches_tracked: path.add(
+                "num_batches_tracked",
+                Tensor::zeros([], (Kind::Int64, dev)),
+                false,
+            ),
+            channels,
+            momentum: 0.1,
+            eps: EPS,
+        }
+    }
+
+    /// PyTorch's `reset_running_stats`: mean 0, variance 1, no batches tracked.
+    pub fn reset_running_stats(&self) -> Result<()> {
+        let _guard = tch::no_grad_guard();
+        let _ = self.running_mean.shallow_clone().f_zero_()?;
+        let _ = self.running_var.shallow_clone().f_fill_(1.0)?;
+        let _ = self.num_batches_tracked.shallow_clone().f_zero_()?;
+        Ok(())
+    }
+
+    /// Training mode normalizes with the batch statistics over (B, L) and updates the running ones
+    /// in place; eval mode uses the running statistics.
+    ///
+    /// # Shapes
+    /// - `x`: (B, C, L) or (B, C)
+    /// - returns: the shape of `x`
+    pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let size = x.size();
+        if !(size.len() == 2 || size.len() == 3) || size[1] != self.channels {
+            return Err(Error::Shape {
+                op: "BatchNorm1d",
+                expected: format!("(B, {}, L) or (B, {})", self.channels, self.channels),
+                got: size,
+            });
+        }
+        if train {
+            let _ = tch::no_grad(|| self.num_batches_tracked.shallow_clone().f_add_scalar_(1))?;
+        }
+        Ok(x.f_batch_norm(
+            Some(&self.weight),
+            Some(&self.bias),
+            Some(&self.running_mean),
+            Some(&self.running_var),
+            train,
+            self.momentum,
+            self.eps,
+            true,
+        )?)
+    }
+}

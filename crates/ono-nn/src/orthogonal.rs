@@ -1,0 +1,248 @@
+//! The orthogonal attention block of ONO (`ONOBlock`, `ONOmodel2.py` L214–297).
+//!
+//! Two streams of width h: `x` (eigenfunction / geometry) and `fx` (solution).
+//! ```text
+//! x  ← Attn(LN₁ x) + x ;  x ← FFN(LN₂ x) + x            (pre-norm NN block)
+//! ψ  = proj(x)                                          (h → k, with bias)
+//! ψ̃  = ψ L⁻ᵀ,  L Lᵀ = C                                  (train: C of this batch, EMA updated;
+//!                                                         eval: C = EMA buffer)
+//! fx ← (ψ̃ ⊙ softplus(μ)) (ψ̃ᵀ fx) + fx                   (sum over the N points, no 1/N)
+//! fx ← mlp2(LN₃ fx)                                     (no residual; the last block's mlp2 is
+//!                                                         the output head Linear(h → out))
+//! ```
+
+use serde::{Deserialize, Serialize};
+use tch::nn::{Init, Path};
+use tch::Tensor;
+
+use crate::linear::{Linear, LinearConfig};
+use crate::mlp::{Mlp, MlpConfig};
+use crate::norm::{BatchNorm1d, LayerNorm};
+use crate::transformer_block::{TransformerBlock, TransformerBlockConfig};
+use crate::{Error, Result};
+use ono_kernels::ema::EmaCovariance;
+use ono_kernels::orthonormal::{psd_safe_cholesky, second_moment, whiten, whiten_explicit_inverse};
+
+/// How ψ is normalized before the kernel (the ablation of the paper's Table 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Orthogonalization {
+    /// Whitening by the Cholesky factor of the pooled second moment (`--orth 1`).
+    #[default]
+    Orthonormal,
+    /// `BatchNorm1d(k)` over (B, N) (`--orth 0`, the reference scripts' argparse default).
+    BatchNorm,
+    /// `LayerNorm(k)` per point (parameters `ln_psi`); not in the reference code.
+    LayerNorm,
+    /// ψ used as it comes.
+    None,
+}
+
+/// How ψ̃ = ψ L⁻ᵀ is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Whitening {
+    /// `ψ @ L.inverse().T`, as the reference (default: bit-for-bit the reference's rounding path).
+    #[default]
+    ExplicitInverse,
+    /// A triangular solve: the same mathematics, better conditioned.
+    TriangularSolve,
+}
+
+/// Settings of [`OrthogonalBlock`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OrthogonalBlockConfig {
+    /// The pre-norm NN block of the eigenfunction stream.
+    pub nn_block: TransformerBlockConfig,
+    /// Number of eigenfunctions k (`psi_dim`).
+    pub psi_dim: i64,
+    pub orthogonalization: Orthogonalization,
+    pub whitening: Whitening,
+    /// EMA momentum of the covariance buffer (reference 0.9).
+    pub momentum: f64,
+    /// `Some(out)`: this is the last block and `mlp2` is the head Linear(h → out).
+    pub head_out: Option<i64>,
+}
+
+impl OrthogonalBlockConfig {
+    /// Registers the reference's names: `mu`, `bn` (or `ln_psi`), `ln_1`, `Attn`, `ln_2`, `mlp`,
+    /// `proj`, `ln_3`, `mlp2`, and the buffer `feature_cov` (+ `feature_cov_count`).
+    pub fn init(&self, path: &Path) -> Result<OrthogonalBlock> {
+        let h = self.nn_block.dim;
+        let k = self.psi_dim;
+        if k <= 0 {
+            return Err(Error::Config(format!("psi_dim must be positive, got {k}")));
+        }
+        if let Some(out) = self.head_out {
+            if out <= 0 {
+                return Err(Error::Config(format!(
+                    "out_dim must be positive, got {out}"
+                )));
+            }
+        }
+        let nn_block = self.nn_block.init(path)?;
+        let norm = match self.orthogonalization {
+            Orthogonalization::Orthonormal => PsiNorm::Whiten(EmaCovariance::new(
+                path,
+                "feature_cov",
+                k,
+                self.momentum,
+                path.kind(),
+            )?),
+            Orthogonalization::BatchNorm => PsiNorm::Batch(BatchNorm1d::new(&(path / "bn"), k)),
+            Orthogonalization::LayerNorm => PsiNorm::Layer(LayerNorm::new(&(path / "ln_psi"), k)),
+            Orthogonalization::None => PsiNorm::None,
+        };
+        let mlp2 = match self.head_out {
+            Some(out) => Head::Linear(LinearConfig::default().init(&(path / "mlp2"), h, out)),
+            None => {
+                Head::Mlp(MlpConfig::new(h, h * self.nn_block.mlp_ratio, h).init(&(path / "mlp2")))
+            }
+        };
+        Ok(OrthogonalBlock {
+            mu: path.var("mu", &[k], Init::Const(0.0)),
+            nn_block,
+            proj: LinearConfig::default().init(&(path / "proj"), h, k),
+            norm,
+            ln_3: LayerNorm::new(&(path / "ln_3"), h),
+            mlp2,
+            whitening: self.whitening,
+        })
+    }
+}
+
+#[derive(Debug)]
+enum PsiNorm {
+    Whiten(EmaCovariance),
+    Batch(BatchNorm1d),
+    Layer(LayerNorm),
+    None,
+}
+
+#[derive(Debug)]
+enum Head {
+    Mlp(Mlp),
+    Linear(Linear),
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct OrthogonalBlock {
+    mu: Tensor,
+    nn_block: TransformerBlock,
+    proj: Linear,
+    norm: PsiNorm,
+    ln_3: LayerNorm,
+    mlp2: Head,
+    whitening: Whitening,
+}
+
+impl OrthogonalBlock {
+    /// One block on both streams. `train` selects the batch covariance (and updates the EMA
+    /// buffer, or BatchNorm's running statistics) versus the stored statistics.
+    ///
+    /// # Shapes
+    /// - `x`: (B, N, h), `fx`: (B, N, h)
+    /// - returns: `x` (B, N, h) and `fx` (B, N, h), or (B, N, out) from the last block
+    pub fn forward(&self, x: &Tensor, fx: &Tensor, train: bool) -> Result<(Tensor, Tensor)> {
+        let x = self.nn_block.forward(x)?;
+        let psi = self.eigenfunctions(&x, train)?;
+        let fx = self.kernel(&psi, &psi, fx, true)?;
+        let fx = self.head(&fx)?;
+        Ok((x, fx))
+    }
+
+    /// ψ̃ at the points of `x` (already through the NN block): projection then normalization.
+    ///
+    /// # Shapes
+    /// - `x`: (B, N, h)
+    /// - returns: (B, N, k)
+    pub fn eigenfunctions(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let psi = self.proj.forward(x)?;
+        self.normalize(&psi, train)
+    }
+
+    /// Normalizes raw ψ (the projection's output) as configured.
+    ///
+    /// # Shapes
+    /// - `psi`: (B, N, k)
+    /// - returns: (B, N, k)
+    pub fn normalize(&self, psi: &Tensor, train: bool) -> Result<Tensor> {
+        match &self.norm {
+            PsiNorm::Whiten(ema) => {
+                let cov = if train {
+                    let cov = second_moment(psi, None)?;
+                    ema.update(&cov)?;
+                    cov
+                } else {
+                    ema.value()?
+                };
+                let (l, _jitter) = psd_safe_cholesky(&cov)?;
+                Ok(match self.whitening {
+                    Whitening::ExplicitInverse => whiten_explicit_inverse(psi, &l)?,
+                    Whitening::TriangularSolve => whiten(psi, &l)?,
+                })
+            }
+            PsiNorm::Batch(bn) => Ok(bn
+                .forward(&psi.f_transpose(1, 2)?, train)?
+                .f_transpose(1, 2)?),
+            PsiNorm::Layer(ln) => ln.forward(psi),
+            PsiNorm::None => Ok(psi.shallow_clone()),
+        }
+    }
+
+    /// (ψ̃_out ⊙ softplus(μ)) (ψ̃_inᵀ fx) [+ fx]: the orthogonal attention, summed over the input
+    /// points with no 1/N. The residual needs the output points to be the input points.
+    ///
+    /// # Shapes
+    /// - `psi_out`: (B, M, k), `psi_in`: (B, N, k), `fx`: (B, N, h)
+    /// - returns: (B, M, h)
+    pub fn kernel(
+        &self,
+        psi_out: &Tensor,
+        psi_in: &Tensor,
+        fx: &Tensor,
+        residual: bool,
+    ) -> Result<Tensor> {
+        let coeff = psi_in.f_transpose(-2, -1)?.f_matmul(fx)?; // (B, k, h)
+        let out = psi_out.f_mul(&self.mu.f_softplus()?)?.f_matmul(&coeff)?;
+        Ok(if residual { out.f_add(fx)? } else { out })
+    }
+
+    /// LN₃ → mlp2 (no residual).
+    ///
+    /// # Shapes
+    /// - `fx`: (B, N, h)
+    /// - returns: (B, N, h) or (B, N, out) for the last block
+    pub fn head(&self, fx: &Tensor) -> Result<Tensor> {
+        let fx = self.ln_3.forward(fx)?;
+        match &self.mlp2 {
+            Head::Mlp(m) => m.forward(&fx),
+            Head::Linear(l) => l.forward(&fx),
+        }
+    }
+
+    /// Forgets the running statistics (EMA covariance, BatchNorm statistics); eval then behaves as
+    /// before any training step.
+    pub fn reset_statistics(&self) -> Result<()> {
+        match &self.norm {
+            PsiNorm::Whiten(ema) => ema.reset()?,
+            PsiNorm::Batch(bn) => bn.reset_running_stats()?,
+            PsiNorm::Layer(_) | PsiNorm::None => {}
+        }
+        Ok(())
+    }
+
+    /// The pre-norm NN block of the eigenfunction stream.
+    pub fn nn_block(&self) -> &TransformerBlock {
+        &self.nn_block
+    }
+
+    /// The EMA covariance buffer (orthonormal blocks only).
+    pub fn covariance(&self) -> Option<&EmaCovariance> {
+        match &self.norm {
+            PsiNorm::Whiten(ema) => Some(ema),
+            _ => None,
+        }
+    }
+}
