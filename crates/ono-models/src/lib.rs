@@ -4,12 +4,14 @@
 mod error;
 pub mod io;
 pub mod ono;
+pub mod ono_cross;
 pub mod presets;
 pub mod reference;
 pub mod reference_check;
 
 pub use error::{Error, Result};
 pub use ono::{NnBlock, Ono, OnoConfig};
+pub use ono_cross::OnoCross;
 pub use presets::Preset;
 
 /// Number of trainable scalars in a `VarStore` (buffers excluded), as PyTorch's

@@ -117,7 +117,7 @@ impl OnoConfig {
         Ok(())
     }
 
-    fn block_config(&self, last: bool) -> OrthogonalBlockConfig {
+    pub(crate) fn block_config(&self, last: bool) -> OrthogonalBlockConfig {
         let kind = match self.nn_block {
             NnBlock::LinearTransformer => Some(AttentionKind::LinearTransformer),
             NnBlock::Nystrom => Some(AttentionKind::Nystrom),
@@ -141,6 +141,7 @@ impl OnoConfig {
             whitening: self.whitening,
             momentum: self.momentum,
             head_out: last.then_some(self.out_dim),
+            query_covariance: false,
         }
     }
 
@@ -225,7 +226,7 @@ impl Ono {
         fx: &Tensor,
         t: Option<&Tensor>,
     ) -> Result<(Tensor, Tensor)> {
-        let [b, _] = self.check_inputs(pos, fx, t)?;
+        let [b, _] = check_inputs(&self.cfg, pos, fx, t)?;
         let input = Tensor::f_cat(&[pos, fx], -1)?.f_to_kind(self.kind())?;
         let enc = self.preprocess.forward(&input)?;
         let halves = enc.f_chunk(2, -1)?;
@@ -241,70 +242,76 @@ impl Ono {
     pub fn kind(&self) -> Kind {
         self.preprocess.kind()
     }
+}
 
-    fn check_inputs(&self, pos: &Tensor, fx: &Tensor, t: Option<&Tensor>) -> Result<[i64; 2]> {
-        const OP: &str = "Ono::forward";
-        let c = &self.cfg;
-        let (ps, fs) = (pos.size(), fx.size());
-        let [b, n] = match ps[..] {
-            [b, n, s] if s == c.space_dim && b > 0 && n > 0 => [b, n],
-            _ => {
-                return Err(Error::Shape {
-                    op: OP,
-                    expected: format!("pos (B, N, {}) with B, N > 0", c.space_dim),
-                    got: ps,
-                })
-            }
-        };
-        if fs != [b, n, c.fun_dim] {
+/// Checks (pos, fx, T) against the configuration: shapes, floating kinds, T exactly when
+/// `time_input`, and finiteness (one host read).
+pub(crate) fn check_inputs(
+    c: &OnoConfig,
+    pos: &Tensor,
+    fx: &Tensor,
+    t: Option<&Tensor>,
+) -> Result<[i64; 2]> {
+    const OP: &str = "Ono::forward";
+    let (ps, fs) = (pos.size(), fx.size());
+    let [b, n] = match ps[..] {
+        [b, n, s] if s == c.space_dim && b > 0 && n > 0 => [b, n],
+        _ => {
             return Err(Error::Shape {
                 op: OP,
-                expected: format!("fx ({b}, {n}, {}) matching pos", c.fun_dim),
-                got: fs,
-            });
+                expected: format!("pos (B, N, {}) with B, N > 0", c.space_dim),
+                got: ps,
+            })
         }
-        if !pos.is_floating_point() || !fx.is_floating_point() {
-            return Err(Error::Config(format!(
-                "{OP}: pos and fx must be floating point, got {:?} and {:?}",
-                pos.kind(),
-                fx.kind()
-            )));
-        }
-        match (c.time_input, t) {
-            (true, Some(t)) if t.numel() as i64 == b && t.is_floating_point() => {}
-            (true, Some(t)) => {
-                return Err(Error::Shape {
-                    op: OP,
-                    expected: format!("floating T of shape ({b}, 1)"),
-                    got: t.size(),
-                })
-            }
-            (true, None) => {
-                return Err(Error::Config(format!(
-                    "{OP}: the model has a time input; pass T of shape ({b}, 1)"
-                )))
-            }
-            (false, Some(_)) => {
-                return Err(Error::Config(format!(
-                    "{OP}: T was given but the model has no time input (time_input = false)"
-                )))
-            }
-            (false, None) => {}
-        }
-        // One host read for every finiteness check.
-        let mut finite = pos
-            .f_isfinite()?
-            .f_all()?
-            .f_logical_and(&fx.f_isfinite()?.f_all()?)?;
-        if let Some(t) = t {
-            finite = finite.f_logical_and(&t.f_isfinite()?.f_all()?)?;
-        }
-        if !bool::try_from(&finite)? {
-            return Err(Error::NonFinite {
-                op: OP,
-                what: "the input (pos, fx or T)",
-            });
-        }
-        Ok([b, n])
+    };
+    if fs != [b, n, c.fun_dim] {
+        return Err(Error::Shape {
+            op: OP,
+            expected: format!("fx ({b}, {n}, {}) matching pos", c.fun_dim),
+            got: fs,
+        });
     }
+    if !pos.is_floating_point() || !fx.is_floating_point() {
+        return Err(Error::Config(format!(
+            "{OP}: pos and fx must be floating point, got {:?} and {:?}",
+            pos.kind(),
+            fx.kind()
+        )));
+    }
+    match (c.time_input, t) {
+        (true, Some(t)) if t.numel() as i64 == b && t.is_floating_point() => {}
+        (true, Some(t)) => {
+            return Err(Error::Shape {
+                op: OP,
+                expected: format!("floating T of shape ({b}, 1)"),
+                got: t.size(),
+            })
+        }
+        (true, None) => {
+            return Err(Error::Config(format!(
+                "{OP}: the model has a time input; pass T of shape ({b}, 1)"
+            )))
+        }
+        (false, Some(_)) => {
+            return Err(Error::Config(format!(
+                "{OP}: T was given but the model has no time input (time_input = false)"
+            )))
+        }
+        (false, None) => {}
+    }
+    // One host read for every finiteness check.
+    let mut finite = pos
+        .f_isfinite()?
+        .f_all()?
+        .f_logical_and(&fx.f_isfinite()?.f_all()?)?;
+    if let Some(t) = t {
+        finite = finite.f_logical_and(&t.f_isfinite()?.f_all()?)?;
+    }
+    if !bool::try_from(&finite)? {
+        return Err(Error::NonFinite {
+            op: OP,
+            what: "the input (pos, fx or T)",
+        });
+    }
+    Ok([b, n])
 }

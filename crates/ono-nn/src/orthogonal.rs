@@ -62,6 +62,10 @@ pub struct OrthogonalBlockConfig {
     pub momentum: f64,
     /// `Some(out)`: this is the last block and `mlp2` is the head Linear(h → out).
     pub head_out: Option<i64>,
+    /// A second EMA buffer `feature_cov_q` for eigenfunctions evaluated at query points
+    /// ([`OrthogonalBlock::forward_cross`], the cross-attention variant of the paper's eq. 20).
+    #[serde(default)]
+    pub query_covariance: bool,
 }
 
 impl OrthogonalBlockConfig {
@@ -93,6 +97,24 @@ impl OrthogonalBlockConfig {
             Orthogonalization::LayerNorm => PsiNorm::Layer(LayerNorm::new(&(path / "ln_psi"), k)),
             Orthogonalization::None => PsiNorm::None,
         };
+        let query_cov = match (self.query_covariance, self.orthogonalization) {
+            (false, _) => None,
+            (true, Orthogonalization::Orthonormal) => Some(EmaCovariance::new(
+                path,
+                "feature_cov_q",
+                k,
+                self.momentum,
+                path.kind(),
+            )?),
+            (true, Orthogonalization::BatchNorm) => {
+                return Err(Error::Config(
+                    "the cross-attention block supports orthonormal, layer_norm or no \
+                     orthogonalization, not batch_norm"
+                        .into(),
+                ))
+            }
+            (true, _) => None,
+        };
         let mlp2 = match self.head_out {
             Some(out) => Head::Linear(LinearConfig::default().init(&(path / "mlp2"), h, out)),
             None => {
@@ -107,6 +129,7 @@ impl OrthogonalBlockConfig {
             ln_3: LayerNorm::new(&(path / "ln_3"), h),
             mlp2,
             whitening: self.whitening,
+            query_cov,
         })
     }
 }
@@ -135,6 +158,7 @@ pub struct OrthogonalBlock {
     ln_3: LayerNorm,
     mlp2: Head,
     whitening: Whitening,
+    query_cov: Option<EmaCovariance>,
 }
 
 impl OrthogonalBlock {
@@ -150,6 +174,54 @@ impl OrthogonalBlock {
         let fx = self.kernel(&psi, &psi, fx, true)?;
         let fx = self.head(&fx)?;
         Ok((x, fx))
+    }
+
+    /// The first block of the cross-attention variant (paper eq. 20): the eigenfunction stream is
+    /// advanced at the input points X (self-attention) and at the query points Y (queries Y,
+    /// keys X, the same weights); ψ̃(X) and ψ̃(Y) are whitened with their own covariances
+    /// (`feature_cov`, `feature_cov_q`); the solution moves from X to Y without residual:
+    /// fx(Y) = mlp2(LN₃((ψ̃(Y) ⊙ softplus μ) ψ̃(X)ᵀ fx(X))).
+    ///
+    /// # Shapes
+    /// - `x`: (B, N, h) and `fx`: (B, N, h) at X; `x_query`: (B, M, h) at Y
+    /// - returns: the eigenfunction stream (B, M, h) and fx (B, M, h or out) at Y
+    pub fn forward_cross(
+        &self,
+        x: &Tensor,
+        fx: &Tensor,
+        x_query: &Tensor,
+        train: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let x_query = self.nn_block.forward_cross(x_query, x)?;
+        let x = self.nn_block.forward(x)?;
+        let psi_in = self.eigenfunctions(&x, train)?;
+        let psi_raw = self.proj.forward(&x_query)?;
+        let psi_out = match (&self.norm, &self.query_cov) {
+            (PsiNorm::Whiten(_), Some(ema)) => self.whiten_with(ema, &psi_raw, train)?,
+            (PsiNorm::Whiten(_), None) => {
+                return Err(Error::Config(
+                    "forward_cross needs a block built with query_covariance = true".into(),
+                ))
+            }
+            _ => self.normalize(&psi_raw, train)?,
+        };
+        let fx = self.kernel(&psi_out, &psi_in, fx, false)?;
+        Ok((x_query, self.head(&fx)?))
+    }
+
+    fn whiten_with(&self, ema: &EmaCovariance, psi: &Tensor, train: bool) -> Result<Tensor> {
+        let cov = if train {
+            let cov = second_moment(psi, None)?;
+            ema.update(&cov)?;
+            cov
+        } else {
+            ema.value()?
+        };
+        let (l, _jitter) = psd_safe_cholesky(&cov)?;
+        Ok(match self.whitening {
+            Whitening::ExplicitInverse => whiten_explicit_inverse(psi, &l)?,
+            Whitening::TriangularSolve => whiten(psi, &l)?,
+        })
     }
 
     /// ψ̃ at the points of `x` (already through the NN block): projection then normalization.
@@ -169,20 +241,7 @@ impl OrthogonalBlock {
     /// - returns: (B, N, k)
     pub fn normalize(&self, psi: &Tensor, train: bool) -> Result<Tensor> {
         match &self.norm {
-            PsiNorm::Whiten(ema) => {
-                let cov = if train {
-                    let cov = second_moment(psi, None)?;
-                    ema.update(&cov)?;
-                    cov
-                } else {
-                    ema.value()?
-                };
-                let (l, _jitter) = psd_safe_cholesky(&cov)?;
-                Ok(match self.whitening {
-                    Whitening::ExplicitInverse => whiten_explicit_inverse(psi, &l)?,
-                    Whitening::TriangularSolve => whiten(psi, &l)?,
-                })
-            }
+            PsiNorm::Whiten(ema) => self.whiten_with(ema, psi, train),
             PsiNorm::Batch(bn) => Ok(bn
                 .forward(&psi.f_transpose(1, 2)?, train)?
                 .f_transpose(1, 2)?),
@@ -225,6 +284,9 @@ impl OrthogonalBlock {
     /// Forgets the running statistics (EMA covariance, BatchNorm statistics); eval then behaves as
     /// before any training step.
     pub fn reset_statistics(&self) -> Result<()> {
+        if let Some(ema) = &self.query_cov {
+            ema.reset()?;
+        }
         match &self.norm {
             PsiNorm::Whiten(ema) => ema.reset()?,
             PsiNorm::Batch(bn) => bn.reset_running_stats()?,
@@ -236,6 +298,11 @@ impl OrthogonalBlock {
     /// The pre-norm NN block of the eigenfunction stream.
     pub fn nn_block(&self) -> &TransformerBlock {
         &self.nn_block
+    }
+
+    /// The EMA covariance of the query points (cross-attention blocks only).
+    pub fn query_covariance(&self) -> Option<&EmaCovariance> {
+        self.query_cov.as_ref()
     }
 
     /// The EMA covariance buffer (orthonormal blocks only).

@@ -73,4 +73,20 @@ impl TransformerBlock {
         };
         Ok(self.mlp.forward(&self.ln_2.forward(&x)?)?.f_add(&x)?)
     }
+
+    /// The block at query points: x ← Attn(LN₁ x, LN₁ context) + x, then the FFN. With
+    /// `context = x` this is [`Self::forward`].
+    ///
+    /// # Shapes
+    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - returns: (B, M, dim)
+    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+        let x = match &self.attention {
+            Some((ln_1, attn)) => attn
+                .forward_cross(&ln_1.forward(x)?, &ln_1.forward(context)?)?
+                .f_add(x)?,
+            None => x.shallow_clone(),
+        };
+        Ok(self.mlp.forward(&self.ln_2.forward(&x)?)?.f_add(&x)?)
+    }
 }

@@ -368,3 +368,11 @@ mod tests {
         }
     }
 }
+
+/// The repository's reference fixtures (`fixtures/` at the workspace root), or `ONO_FIXTURES`.
+pub fn fixtures_dir() -> std::path::PathBuf {
+    match std::env::var_os("ONO_FIXTURES") {
+        Some(dir) => dir.into(),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures"),
+    }
+}

@@ -3,7 +3,7 @@
 use tch::nn::Path;
 use tch::Tensor;
 
-use super::{check_input, merge_heads, qkv_heads, AttentionConfig};
+use super::{check_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig};
 use crate::linear::{Linear, LinearConfig};
 use crate::norm::LayerNorm;
 use crate::Result;
@@ -43,6 +43,26 @@ impl GalerkinAttention {
         let k = self.k_norm.forward(&k)?;
         let v = self.v_norm.forward(&v)?;
         let out = ono_kernels::attention::galerkin(&q, &k, &v, None)?;
+        self.to_out.forward(&merge_heads(&out)?)
+    }
+
+    /// Queries from `x`, keys and values from `context`. The sum over the N context points is
+    /// divided by N (the quadrature weight of the points integrated over; the reference's self
+    /// form divides by the query length, which is the same number there).
+    ///
+    /// # Shapes
+    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - returns: (B, M, dim)
+    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+        check_input("GalerkinAttention", x, self.dim)?;
+        check_input("GalerkinAttention (context)", context, self.dim)?;
+        let (m, n) = (x.size()[1], context.size()[1]);
+        let (q, k, v) = qkv_heads_cross(&self.to_qkv, x, context, self.heads)?;
+        let k = self.k_norm.forward(&k)?;
+        let v = self.v_norm.forward(&v)?;
+        // The kernel divides by the query length M; rescale to 1/N.
+        let out = ono_kernels::attention::galerkin(&q, &k, &v, None)?
+            .f_mul_scalar(m as f64 / n as f64)?;
         self.to_out.forward(&merge_heads(&out)?)
     }
 }

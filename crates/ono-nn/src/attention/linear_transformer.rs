@@ -37,10 +37,20 @@ impl LinearTransformerAttention {
     /// - `x`: (B, N, dim)
     /// - returns: (B, N, dim)
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward_cross(x, x)
+    }
+
+    /// Queries from `x`, keys and values from `context` (the reference's `receives_context`).
+    ///
+    /// # Shapes
+    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - returns: (B, M, dim)
+    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
         check_input("LinearTransformerAttention", x, self.dim)?;
+        check_input("LinearTransformerAttention (context)", context, self.dim)?;
         let q = split_heads(&self.to_q.forward(x)?, self.heads)?;
-        let k = split_heads(&self.to_k.forward(x)?, self.heads)?;
-        let v = split_heads(&self.to_v.forward(x)?, self.heads)?;
+        let k = split_heads(&self.to_k.forward(context)?, self.heads)?;
+        let v = split_heads(&self.to_v.forward(context)?, self.heads)?;
         let out = ono_kernels::attention::linear_transformer(&q, &k, &v, None)?;
         self.to_out.forward(&merge_heads(&out)?)
     }

@@ -143,6 +143,25 @@ impl MultiHeadAttention {
             Self::Softmax(a) => a.forward(x),
         }
     }
+
+    /// Cross-attention: queries from `x`, keys and values from `context`, with the same weights
+    /// as [`Self::forward`] (so `context = x` gives the self-attention output). Nyström is
+    /// self-attention only (its landmarks are segments of one sequence) and is refused.
+    ///
+    /// # Shapes
+    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - returns: (B, M, dim)
+    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+        match self {
+            Self::LinearTransformer(a) => a.forward_cross(x, context),
+            Self::Nystrom(_) => Err(Error::Config(
+                "Nyström attention has no cross form; use linear_transformer, galerkin or softmax"
+                    .into(),
+            )),
+            Self::Galerkin(a) => a.forward_cross(x, context),
+            Self::Softmax(a) => a.forward_cross(x, context),
+        }
+    }
 }
 
 /// (B, N, H·d) → (B, H, N, d), channels split as (head, d) like einops `b n (h d) -> b h n d`.
@@ -170,6 +189,26 @@ pub(crate) fn check_input(op: &'static str, x: &Tensor, dim: i64) -> Result<()> 
             got: x.size(),
         }),
     }
+}
+
+/// q from `x` and k, v from `context` through one fused `to_qkv` weight (rows [q; k; v]).
+pub(crate) fn qkv_heads_cross(
+    to_qkv: &crate::Linear,
+    x: &Tensor,
+    context: &Tensor,
+    heads: i64,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let inner = to_qkv.out_dim() / 3;
+    let w = &to_qkv.weight;
+    let q = x.f_linear(&w.f_narrow(0, 0, inner)?, None::<&Tensor>)?;
+    let kv = context
+        .f_linear(&w.f_narrow(0, inner, 2 * inner)?, None::<&Tensor>)?
+        .f_chunk(2, -1)?;
+    Ok((
+        split_heads(&q, heads)?,
+        split_heads(&kv[0], heads)?,
+        split_heads(&kv[1], heads)?,
+    ))
 }
 
 /// `to_qkv(x).chunk(3, -1)`, each split into heads.

@@ -4,7 +4,7 @@
 use tch::nn::Path;
 use tch::Tensor;
 
-use super::{check_input, merge_heads, qkv_heads, AttentionConfig};
+use super::{check_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig};
 use crate::linear::{Linear, LinearConfig};
 use crate::Result;
 
@@ -36,6 +36,19 @@ impl SoftmaxAttention {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         check_input("SoftmaxAttention", x, self.dim)?;
         let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
+        let out = ono_kernels::attention::softmax(&q, &k, &v, None)?;
+        self.to_out.forward(&merge_heads(&out)?)
+    }
+
+    /// Queries from `x`, keys and values from `context`.
+    ///
+    /// # Shapes
+    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - returns: (B, M, dim)
+    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+        check_input("SoftmaxAttention", x, self.dim)?;
+        check_input("SoftmaxAttention (context)", context, self.dim)?;
+        let (q, k, v) = qkv_heads_cross(&self.to_qkv, x, context, self.heads)?;
         let out = ono_kernels::attention::softmax(&q, &k, &v, None)?;
         self.to_out.forward(&merge_heads(&out)?)
     }
