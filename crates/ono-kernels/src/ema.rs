@@ -185,7 +185,7 @@ mod tests {
         let vs = VarStore::new(Device::Cpu);
         let ema = EmaCovariance::new(&vs.root(), "feature_cov", 2, 0.9, Kind::Float).unwrap();
         let loaded = Tensor::from_slice(&[2.0f32, 0.5, 0.5, 1.0]).view([2, 2]);
-        tch::no_grad(|| ema.value.copy_(&loaded));
+        tch::no_grad(|| ema.value.shallow_clone().copy_(&loaded));
         ema.mark_initialised(1).unwrap();
         assert_close(&ema.value().unwrap(), &loaded, 0.0, 0.0);
         ema.mark_initialised(7).unwrap();

@@ -162,11 +162,8 @@ pub fn read_safetensors(path: &Path) -> Result<(NamedTensors, HashMap<String, St
 
 /// Reads a `torch.save(state_dict)` zip archive (`.pt`/`.pth`/`.bin`) onto the CPU.
 pub fn read_torch_zip(path: &Path) -> Result<NamedTensors> {
-    if !path.exists() {
-        return Err(weights_err(path, "no such file"));
-    }
-    let tensors = Tensor::loadz_multi(path).map_err(|e| weights_err(path, e.to_string()))?;
-    Ok(tensors.into_iter().collect())
+    // libtorch's loader (`Tensor::loadz_multi`) refuses the OrderedDict of `model.state_dict()`.
+    crate::torch_pickle::read_torch_state_dict(path)
 }
 
 /// Reads a weight file by extension: `.safetensors`, or a PyTorch zip for anything else.

@@ -1,0 +1,302 @@
+//! `torch.save` archives read by `ono_nn::torch_pickle`, against the values that
+//! fixtures/make_state_dict_pt.py defines, and refusals of broken files.
+
+use std::io::{Cursor, Read, Write};
+use std::path::{Path, PathBuf};
+
+use ono_nn::torch_pickle::read_torch_state_dict;
+use ono_nn::weights::{read_any, read_safetensors, NamedTensors};
+use ono_nn::Error;
+use tch::{Device, Kind, Tensor};
+
+fn fixture(rel: &str) -> PathBuf {
+    ono_testing::fixtures_dir().join(rel)
+}
+
+fn arange(n: i64, kind: Kind) -> Tensor {
+    Tensor::arange(n, (kind, Device::Cpu))
+}
+
+/// Same dtype, shape and values, and a contiguous CPU tensor.
+fn assert_tensor(tensors: &NamedTensors, name: &str, expected: &Tensor) {
+    let t = tensors
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} missing from {:?}", tensors.keys()));
+    assert_eq!(t.kind(), expected.kind(), "{name}: dtype");
+    assert_eq!(t.size(), expected.size(), "{name}: shape");
+    assert_eq!(t.device(), Device::Cpu, "{name}: device");
+    assert!(t.is_contiguous(), "{name}: not contiguous");
+    assert!(t.equal(expected), "{name}: {t:?} != {expected:?}");
+}
+
+#[test]
+fn mixed_dtypes_views_and_shared_storages_read_exactly() {
+    ono_testing::init();
+    let t = read_torch_state_dict(&fixture("torch_pickle/mixed.pt")).unwrap();
+    assert_eq!(
+        t.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "bf16",
+            "bn.num_batches_tracked",
+            "f16",
+            "f32",
+            "f64",
+            "i32",
+            "mask",
+            "param",
+            "shared_a",
+            "shared_b",
+            "transposed"
+        ]
+    );
+    assert_tensor(
+        &t,
+        "f32",
+        &(arange(6, Kind::Float).reshape([2, 3]) * 0.5 - 1.0),
+    );
+    assert_tensor(&t, "f64", &(arange(5, Kind::Double) / 3.0));
+    assert_tensor(&t, "f16", &(arange(4, Kind::Half) * 0.25));
+    assert_tensor(&t, "bf16", &(arange(3, Kind::BFloat16) * 2.0 - 1.0));
+    assert_tensor(&t, "i32", &Tensor::from_slice(&[-2i32, 0, 7]));
+    assert_tensor(&t, "mask", &Tensor::from_slice(&[true, false, true, true]));
+    // BatchNorm's num_batches_tracked: a 0-d int64.
+    assert_tensor(&t, "bn.num_batches_tracked", &Tensor::from(7i64));
+    assert_eq!(t["bn.num_batches_tracked"].dim(), 0);
+    // Saved as a non-contiguous transpose; read back contiguous with the same values.
+    assert_tensor(
+        &t,
+        "transposed",
+        &arange(6, Kind::Float).reshape([2, 3]).tr().contiguous(),
+    );
+    // Two views of one 12-element storage, at offsets 2 and 1 (stride 4).
+    let base = arange(12, Kind::Float);
+    assert_tensor(&t, "shared_a", &base.slice(0, 2, 6, 1));
+    assert_tensor(&t, "shared_b", &base.view([3, 4]).select(1, 1).contiguous());
+    assert_tensor(&t, "shared_b", &Tensor::from_slice(&[1.0f32, 5.0, 9.0]));
+    // nn.Parameter (_rebuild_parameter) reads as its data.
+    assert_tensor(&t, "param", &(arange(4, Kind::Float) + 10.0));
+    assert!(!t["param"].requires_grad());
+}
+
+#[test]
+fn nested_dicts_flatten_with_dots_and_skip_non_tensors() {
+    ono_testing::init();
+    let t = read_torch_state_dict(&fixture("torch_pickle/nested.pt")).unwrap();
+    assert_eq!(
+        t.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["outer.inner", "top"]
+    );
+    assert_tensor(
+        &t,
+        "outer.inner",
+        &(arange(6, Kind::Float).reshape([3, 2]) - 2.0),
+    );
+    assert_tensor(&t, "top", &Tensor::from_slice(&[1.5f64, -2.5]));
+}
+
+#[test]
+fn model_state_dict_ordered_dict_reads_like_the_safetensors_reference() {
+    ono_testing::init();
+    let pt = fixture("ono/linear_small.state_dict.pt");
+    // The fixture is what model.state_dict() gives: an OrderedDict with `_metadata` (which
+    // libtorch's own loader, Tensor::loadz_multi, refuses).
+    let pickle = zip_entries(&pt)
+        .into_iter()
+        .find(|(n, _)| n.ends_with("/data.pkl"))
+        .unwrap()
+        .1;
+    assert!(contains(&pickle, b"collections\nOrderedDict"));
+    assert!(contains(&pickle, b"_metadata"));
+
+    let t = read_torch_state_dict(&pt).unwrap();
+    assert_eq!(t.len(), 48);
+    let (reference, _) = read_safetensors(&fixture("ono/linear_small.safetensors")).unwrap();
+    let reference: NamedTensors = reference
+        .into_iter()
+        .filter_map(|(k, v)| k.strip_prefix("param.").map(|k| (k.to_string(), v)))
+        .collect();
+    assert_eq!(
+        t.keys().collect::<Vec<_>>(),
+        reference.keys().collect::<Vec<_>>()
+    );
+    for (name, expected) in &reference {
+        assert_tensor(&t, name, expected);
+    }
+    // The generic readers go through the same path.
+    let any = read_any(&pt).unwrap();
+    assert_eq!(any.len(), 48);
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Every entry of a zip archive, in order.
+fn zip_entries(path: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut archive = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    (0..archive.len())
+        .map(|i| {
+            let mut f = archive.by_index(i).unwrap();
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes).unwrap();
+            (f.name().to_string(), bytes)
+        })
+        .collect()
+}
+
+/// A zip archive of the given entries (stored, as torch.save writes them).
+fn zip_bytes(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let options =
+        zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for (name, bytes) in entries {
+        w.start_file(name.as_str(), options).unwrap();
+        w.write_all(bytes).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+/// mixed.pt with its entries edited by `edit` (None drops an entry).
+fn edited(edit: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> Vec<u8> {
+    let entries: Vec<(String, Vec<u8>)> = zip_entries(&fixture("torch_pickle/mixed.pt"))
+        .into_iter()
+        .filter_map(|(n, b)| edit(&n, b).map(|b| (n, b)))
+        .collect();
+    zip_bytes(&entries)
+}
+
+/// Writes `bytes` to a temporary file, reads it, removes it, and returns the Weights message.
+fn refusal(tag: &str, bytes: &[u8]) -> String {
+    let path =
+        std::env::temp_dir().join(format!("ono_torch_pickle_{}_{tag}.pt", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    let result = read_torch_state_dict(&path);
+    std::fs::remove_file(&path).unwrap();
+    match result {
+        Err(Error::Weights { path: p, msg }) => {
+            assert!(p.contains(tag), "{p}");
+            msg
+        }
+        Err(e) => panic!("{tag}: expected Error::Weights, got {e:?}"),
+        Ok(t) => panic!("{tag}: read {} tensors from a broken file", t.len()),
+    }
+}
+
+#[test]
+fn truncated_and_non_zip_files_are_weights_errors() {
+    ono_testing::init();
+    let bytes = std::fs::read(fixture("torch_pickle/mixed.pt")).unwrap();
+    for cut in [bytes.len() / 2, bytes.len() - 10, 100, 0] {
+        refusal(&format!("truncated{cut}"), &bytes[..cut]);
+    }
+    let msg = refusal("notzip", b"this is not a zip archive at all");
+    assert!(msg.contains("zip"), "{msg}");
+    assert!(matches!(
+        read_torch_state_dict(Path::new("/nonexistent/ono/missing.pt")),
+        Err(Error::Weights { .. })
+    ));
+}
+
+#[test]
+fn malformed_archives_are_weights_errors() {
+    ono_testing::init();
+    // The edited-but-valid archive still reads (the helpers do not change anything by themselves).
+    let same = edited(|_, b| Some(b));
+    let path =
+        std::env::temp_dir().join(format!("ono_torch_pickle_{}_same.pt", std::process::id()));
+    std::fs::write(&path, &same).unwrap();
+    let t = read_torch_state_dict(&path);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(t.unwrap().len(), 11);
+
+    let msg = refusal(
+        "nopkl",
+        &edited(|n, b| (!n.ends_with("data.pkl")).then_some(b)),
+    );
+    assert!(msg.contains("data.pkl"), "{msg}");
+
+    let msg = refusal(
+        "shortstorage",
+        &edited(|n, mut b| {
+            if n.ends_with("/data/0") {
+                b.truncate(b.len() - 1);
+            }
+            Some(b)
+        }),
+    );
+    assert!(msg.contains("truncated"), "{msg}");
+
+    let msg = refusal(
+        "missingstorage",
+        &edited(|n, b| (!n.ends_with("/data/0")).then_some(b)),
+    );
+    assert!(msg.contains("data/0"), "{msg}");
+
+    let msg = refusal(
+        "bigendian",
+        &edited(|n, b| {
+            Some(if n.ends_with("/byteorder") {
+                b"big".to_vec()
+            } else {
+                b
+            })
+        }),
+    );
+    assert!(msg.contains("big-endian"), "{msg}");
+
+    let edit_pickle = |f: fn(Vec<u8>) -> Vec<u8>| {
+        edited(move |n, b| Some(if n.ends_with("/data.pkl") { f(b) } else { b }))
+    };
+    // Cut before STOP.
+    let msg = refusal("cutpickle", &edit_pickle(|b| b[..b.len() / 2].to_vec()));
+    assert!(msg.contains("data.pkl"), "{msg}");
+    // An opcode outside the supported set (INT, the text form of protocol 0).
+    let msg = refusal(
+        "opcode",
+        &edit_pickle(|b| {
+            let mut out = b[..2].to_vec();
+            out.extend_from_slice(b"I1\n.");
+            out
+        }),
+    );
+    assert!(msg.contains("0x49"), "{msg}");
+    // A global the reader does not know.
+    let msg = refusal(
+        "global",
+        &edit_pickle(|_| b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00ls\x85R.".to_vec()),
+    );
+    assert!(msg.contains("os.system"), "{msg}");
+    // A pickle of something other than a dict.
+    let msg = refusal("notdict", &edit_pickle(|_| b"\x80\x02]q\x00.".to_vec()));
+    assert!(msg.contains("not a dict"), "{msg}");
+    // A tensor that reaches past its storage: the first size (4,) becomes (40,).
+    let msg = refusal(
+        "outside",
+        &edit_pickle(|b| {
+            let mut b = b;
+            let at = b
+                .windows(4)
+                .position(|w| w == b"K\x04\x85q")
+                .expect("a size (4,)");
+            b[at + 1] = 40;
+            b
+        }),
+    );
+    assert!(msg.contains("outside"), "{msg}");
+    // A dict that contains itself is refused, not followed forever.
+    let msg = refusal(
+        "cycle",
+        &edit_pickle(|_| b"\x80\x02}q\x00X\x01\x00\x00\x00ah\x00s.".to_vec()),
+    );
+    assert!(msg.contains("nested"), "{msg}");
+    // Deep nesting does not overflow the stack.
+    refusal(
+        "deep",
+        &edit_pickle(|_| {
+            let mut p = b"\x80\x02N".to_vec();
+            p.extend(std::iter::repeat_n(0x85u8, 1_000_000));
+            p.push(b'.');
+            p
+        }),
+    );
+}
