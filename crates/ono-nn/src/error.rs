@@ -36,29 +36,3 @@ pub enum Error {
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Checks a (B, N, C) activation: rank 3, C channels, at least one point, finite values.
-/// The finiteness check costs one device→host read; models call it once on their inputs only.
-pub fn check_points(op: &'static str, t: &tch::Tensor, channels: i64) -> Result<[i64; 3]> {
-    let size = t.size();
-    let dims = match size[..] {
-        [b, n, c] if c == channels && b > 0 && n > 0 => [b, n, c],
-        _ => {
-            return Err(Error::Shape {
-                op,
-                expected: format!("(B, N, {channels}) with B, N > 0"),
-                got: size,
-            })
-        }
-    };
-    if !t.is_floating_point() {
-        return Err(Error::Config(format!(
-            "{op}: needs a floating-point tensor, got {:?}",
-            t.kind()
-        )));
-    }
-    if !bool::try_from(t.f_isfinite()?.f_all()?)? {
-        return Err(Error::NonFinite { op });
-    }
-    Ok(dims)
-}

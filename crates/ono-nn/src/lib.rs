@@ -17,7 +17,7 @@ pub mod torch_pickle;
 pub mod transformer_block;
 pub mod weights;
 
-pub use error::{check_points, Error, Result};
+pub use error::{Error, Result};
 pub use linear::{Linear, LinearConfig};
 
 #[cfg(test)]
