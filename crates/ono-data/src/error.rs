@@ -1,8 +1,55 @@
 //! The error type of ono-data.
 
+use std::path::PathBuf;
+
 /// Everything ono-data can refuse.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Arrays of the wrong shape.
+    #[error("{op}: expected {expected}, got shape {got:?}")]
+    Shape {
+        /// The operation that refused.
+        op: &'static str,
+        /// What it needed.
+        expected: String,
+        /// What it got.
+        got: Vec<i64>,
+    },
+    /// A bad parameter (a generator's resolution, a split larger than the data, ...).
+    #[error("{what}: {msg}")]
+    Config {
+        /// The parameter.
+        what: String,
+        /// Why it is refused.
+        msg: String,
+    },
+    /// Data that cannot be used as it is: NaN/Inf, an all-zero target, inconsistent sizes.
+    #[error("data: {0}")]
+    Invalid(String),
+    /// A solver that did not converge.
+    #[error("{solver} did not converge: {msg}")]
+    Solver {
+        /// The solver.
+        solver: &'static str,
+        /// Iterations and residual reached.
+        msg: String,
+    },
+    /// A file-system error, with the path it happened on.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A file in a format that cannot be read.
+    #[error("{path}: {msg}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
     /// An error raised inside libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),

@@ -1,11 +1,95 @@
 //! The error type of ono-train.
 
+use std::path::PathBuf;
+
 /// Everything ono-train can refuse.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Tensors of the wrong shape.
+    #[error("{op}: expected {expected}, got shape {got:?}")]
+    Shape {
+        /// The operation that refused.
+        op: &'static str,
+        /// What it needed.
+        expected: String,
+        /// What it got.
+        got: Vec<i64>,
+    },
+    /// A bad configuration value; `key` names it as written in the TOML file.
+    #[error("config: `{key}`: {msg}")]
+    Config {
+        /// The dotted key, e.g. `optimizer.lr`.
+        key: String,
+        /// Why it is refused.
+        msg: String,
+    },
+    /// Bad data: an all-zero target, a NaN in the inputs, inconsistent sizes.
+    #[error("data: {0}")]
+    Data(String),
+    /// The loss stopped being finite.
+    #[error("the training loss became {value} at optimizer step {step} (epoch {epoch}); no checkpoint was written after it")]
+    NonFiniteLoss {
+        /// The first global optimizer step whose loss was not finite (0-based).
+        step: u64,
+        /// The epoch it belongs to (0-based).
+        epoch: u64,
+        /// The value, `NaN` or `inf`.
+        value: f64,
+    },
+    /// A checkpoint that cannot be written or read.
+    #[error("checkpoint {path}: {msg}")]
+    Checkpoint {
+        /// The file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        msg: String,
+    },
+    /// Drawing a figure failed.
+    #[error("plot {path}: {msg}")]
+    Plot {
+        /// The PNG being written.
+        path: PathBuf,
+        /// What went wrong.
+        msg: String,
+    },
+    /// A file-system error, with the path it happened on.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// An error from ono-nn (weights, layers).
+    #[error(transparent)]
+    Nn(#[from] ono_nn::Error),
+    /// An error from ono-models.
+    #[error(transparent)]
+    Models(#[from] ono_models::Error),
+    /// An error from ono-data.
+    #[error(transparent)]
+    DataCrate(#[from] ono_data::Error),
     /// An error raised inside libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+}
+
+impl Error {
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// An [`Error::Config`] for `key`.
+    pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Self {
+        Error::Config {
+            key: key.into(),
+            msg: msg.into(),
+        }
+    }
 }
 
 /// `Result` with [`Error`].

@@ -1,7 +1,11 @@
 //! Training, evaluation and checkpoints: losses, AdamW, OneCycle, gradient clipping and the
 //! training loop of the ONO paper.
 
+pub mod adamw;
+pub mod clip;
 mod error;
+pub mod one_cycle;
+pub mod plots;
 
 pub use error::{Error, Result};
 

@@ -1,0 +1,466 @@
+//! AdamW (decoupled weight decay), numerically PyTorch's `torch.optim.AdamW`, with parameter
+//! groups and a state that can be saved and restored.
+//!
+//! Why not tch's optimizer: it cannot save its state, and it launches several kernels per
+//! parameter. Here each group's parameters are re-seated as views of one flat buffer, so a step
+//! is a constant dozen kernels whatever the number of parameters, and needs no host read.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
+
+/// AdamW's hyper-parameters (PyTorch's defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdamWConfig {
+    /// Learning rate (the schedule overrides it every step).
+    pub lr: f64,
+    /// (β1, β2); β1 is overridden by a momentum-cycling schedule.
+    pub betas: (f64, f64),
+    /// Added to the denominator.
+    pub eps: f64,
+    /// Decoupled weight decay λ: p ← p (1 − lr λ).
+    pub weight_decay: f64,
+    /// Use the maximum of past second moments.
+    pub amsgrad: bool,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 1e-2,
+            amsgrad: false,
+        }
+    }
+}
+
+impl AdamWConfig {
+    /// Refuses values PyTorch refuses; errors name the field under `optimizer.`.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |k: &str, v: f64| {
+            Err(Error::config(
+                format!("optimizer.{k}"),
+                format!("invalid value {v}"),
+            ))
+        };
+        if !(self.lr.is_finite() && self.lr >= 0.0) {
+            return bad("lr", self.lr);
+        }
+        if !(self.eps.is_finite() && self.eps >= 0.0) {
+            return bad("eps", self.eps);
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return bad("weight_decay", self.weight_decay);
+        }
+        for (k, b) in [("betas[0]", self.betas.0), ("betas[1]", self.betas.1)] {
+            if !(0.0..1.0).contains(&b) {
+                return bad(k, b);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One parameter group: its own hyper-parameters, its parameters and their moments.
+struct Group {
+    hp: AdamWConfig,
+    names: Vec<String>,
+    params: Vec<Tensor>,
+    /// Per-parameter step counts, as PyTorch keeps them (they differ only when a parameter
+    /// had no gradient at some step).
+    steps: Vec<u64>,
+    /// The flat parameter buffer the parameters are views of.
+    flat: Tensor,
+    offsets: Vec<(i64, i64)>,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+    max_exp_avg_sq: Option<Tensor>,
+}
+
+/// Flat gradients of every group, gathered once per step (clipping works on them in place).
+pub struct FlatGrads {
+    /// One flat gradient per group; `None` where no parameter of the group has a gradient.
+    grads: Vec<Option<Tensor>>,
+    /// Per group, which parameters had a gradient.
+    present: Vec<Vec<bool>>,
+}
+
+impl FlatGrads {
+    /// The global L2 norm over every gradient, on the device.
+    pub fn total_norm(&self) -> Result<Tensor> {
+        let norms = self
+            .grads
+            .iter()
+            .flatten()
+            .map(|g| g.f_norm())
+            .collect::<Result<Vec<_>, _>>()?;
+        match norms.len() {
+            0 => Err(Error::Data("no parameter has a gradient".into())),
+            1 => Ok(norms.into_iter().next().expect("one norm")),
+            _ => Ok(Tensor::f_stack(&norms, 0)?.f_norm()?),
+        }
+    }
+
+    /// `clip_grad_norm_`: scales every gradient by min(1, max_norm / (‖g‖ + 1e-6)) without reading
+    /// the norm back to the host, and returns the norm before clipping.
+    pub fn clip_norm_(&mut self, max_norm: f64) -> Result<Tensor> {
+        let total = self.total_norm()?;
+        let coef = crate::clip::coefficient(&total, max_norm)?;
+        for g in self.grads.iter_mut().flatten() {
+            let _ = g.f_mul_(&coef)?;
+        }
+        Ok(total)
+    }
+}
+
+/// The optimizer.
+pub struct AdamW {
+    groups: Vec<Group>,
+}
+
+/// The parameters of one group, by name, and its hyper-parameters.
+pub struct GroupSpec {
+    /// (name, parameter) pairs; the names key the saved state.
+    pub params: Vec<(String, Tensor)>,
+    /// The group's hyper-parameters.
+    pub config: AdamWConfig,
+}
+
+impl AdamW {
+    /// One group holding every trainable variable of `vs`, sorted by name.
+    pub fn new(vs: &tch::nn::VarStore, config: AdamWConfig) -> Result<Self> {
+        let trainable = vs.trainable_variables();
+        let mut params: Vec<(String, Tensor)> = vs
+            .variables()
+            .into_iter()
+            .filter(|(_, t)| t.requires_grad())
+            .collect();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        debug_assert_eq!(params.len(), trainable.len());
+        Self::with_groups(vec![GroupSpec { params, config }])
+    }
+
+    /// Several groups (for example without weight decay on norms and biases).
+    ///
+    /// The parameters' storage is moved into one flat buffer per group; the tensors stay the same
+    /// objects (the model and its VarStore see the change) and keep their values.
+    pub fn with_groups(specs: Vec<GroupSpec>) -> Result<Self> {
+        let mut groups = Vec::with_capacity(specs.len());
+        for (gi, spec) in specs.into_iter().enumerate() {
+            spec.config.validate()?;
+            if spec.params.is_empty() {
+                return Err(Error::config(
+                    format!("optimizer.groups[{gi}]"),
+                    "has no parameters",
+                ));
+            }
+            let (kind, device) = (spec.params[0].1.kind(), spec.params[0].1.device());
+            let mut offsets = Vec::with_capacity(spec.params.len());
+            let mut n = 0i64;
+            for (name, p) in &spec.params {
+                if p.kind() != kind || p.device() != device {
+                    return Err(Error::config(
+                        format!("optimizer.groups[{gi}]"),
+                        format!(
+                            "parameter {name} is {:?} on {:?}, the group's first is {kind:?} on {device:?}",
+                            p.kind(),
+                            p.device()
+                        ),
+                    ));
+                }
+                if !matches!(
+                    kind,
+                    Kind::Float | Kind::Double | Kind::Half | Kind::BFloat16
+                ) {
+                    return Err(Error::config(
+                        format!("optimizer.groups[{gi}]"),
+                        format!("parameter {name} is not floating point ({kind:?})"),
+                    ));
+                }
+                let numel = p.numel() as i64;
+                offsets.push((n, numel));
+                n += numel;
+            }
+            let flat = tch::no_grad(|| -> Result<Tensor> {
+                let views = spec
+                    .params
+                    .iter()
+                    .map(|(_, p)| p.f_detach()?.f_reshape([-1]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Tensor::f_cat(&views, 0)?)
+            })?;
+            let mut names = Vec::with_capacity(spec.params.len());
+            let mut params = Vec::with_capacity(spec.params.len());
+            for ((name, mut p), &(off, numel)) in spec.params.into_iter().zip(&offsets) {
+                let view = flat.f_narrow(0, off, numel)?.f_view(p.size().as_slice())?;
+                p.f_set_data(&view)?;
+                names.push(name);
+                params.push(p);
+            }
+            let zeros = || Tensor::f_zeros([n], (kind, device));
+            groups.push(Group {
+                max_exp_avg_sq: if spec.config.amsgrad {
+                    Some(zeros()?)
+                } else {
+                    None
+                },
+                hp: spec.config,
+                steps: vec![0; names.len()],
+                names,
+                params,
+                flat,
+                offsets,
+                exp_avg: zeros()?,
+                exp_avg_sq: zeros()?,
+            });
+        }
+        Ok(Self { groups })
+    }
+
+    /// Number of groups.
+    pub fn group_count(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Sets the learning rate of every group (what a scheduler does each step).
+    pub fn set_lr(&mut self, lr: f64) {
+        self.groups.iter_mut().for_each(|g| g.hp.lr = lr);
+    }
+
+    /// Sets β1 of every group (momentum cycling).
+    pub fn set_beta1(&mut self, beta1: f64) {
+        self.groups.iter_mut().for_each(|g| g.hp.betas.0 = beta1);
+    }
+
+    /// The hyper-parameters of group `i`.
+    pub fn group_config(&self, i: usize) -> Option<&AdamWConfig> {
+        self.groups.get(i).map(|g| &g.hp)
+    }
+
+    /// Sets every gradient to zero in place (keeps the buffers).
+    pub fn zero_grad(&mut self) {
+        for g in &mut self.groups {
+            for p in &mut g.params {
+                p.zero_grad();
+            }
+        }
+    }
+
+    /// The gradients of every group as flat tensors (one copy; absent gradients count as zero
+    /// for clipping and are skipped by the update, as in PyTorch).
+    pub fn gather_grads(&self) -> Result<FlatGrads> {
+        let mut grads = Vec::with_capacity(self.groups.len());
+        let mut present = Vec::with_capacity(self.groups.len());
+        for g in &self.groups {
+            let gs: Vec<Tensor> = g.params.iter().map(|p| p.grad()).collect();
+            let mask: Vec<bool> = gs.iter().map(|t| t.defined()).collect();
+            if !mask.iter().any(|&d| d) {
+                grads.push(None);
+            } else {
+                let parts = gs
+                    .iter()
+                    .zip(&g.offsets)
+                    .map(|(t, &(_, numel))| {
+                        if t.defined() {
+                            t.f_reshape([-1])
+                        } else {
+                            Tensor::f_zeros([numel], (g.flat.kind(), g.flat.device()))
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                grads.push(Some(Tensor::f_cat(&parts, 0)?));
+            }
+            present.push(mask);
+        }
+        Ok(FlatGrads { grads, present })
+    }
+
+    /// One AdamW step from the current gradients, optionally clipped to a global norm first.
+    /// Returns the gradient norm before clipping (on the device) when clipping.
+    pub fn step(&mut self, max_grad_norm: Option<f64>) -> Result<Option<Tensor>> {
+        let mut grads = self.gather_grads()?;
+        let norm = match max_grad_norm {
+            Some(m) => Some(grads.clip_norm_(m)?),
+            None => None,
+        };
+        self.step_with(&grads)?;
+        Ok(norm)
+    }
+
+    /// One AdamW step from gathered (and possibly clipped) gradients.
+    pub fn step_with(&mut self, grads: &FlatGrads) -> Result<()> {
+        if grads.grads.len() != self.groups.len() {
+            return Err(Error::Data(format!(
+                "gradients for {} groups given to an optimizer with {}",
+                grads.grads.len(),
+                self.groups.len()
+            )));
+        }
+        let _guard = tch::no_grad_guard();
+        for ((g, grad), present) in self.groups.iter_mut().zip(&grads.grads).zip(&grads.present) {
+            let Some(grad) = grad else { continue };
+            let all = present.iter().all(|&d| d);
+            let same_step = g.steps.windows(2).all(|w| w[0] == w[1]);
+            if all && same_step {
+                let step = g.steps[0] + 1;
+                update(
+                    &g.hp,
+                    step,
+                    &mut g.flat,
+                    grad,
+                    &mut g.exp_avg,
+                    &mut g.exp_avg_sq,
+                    g.max_exp_avg_sq.as_mut(),
+                )?;
+                g.steps.iter_mut().for_each(|s| *s = step);
+            } else {
+                // Rare: some parameter had no gradient, or did not at an earlier step.
+                for (i, &(off, numel)) in g.offsets.iter().enumerate() {
+                    if !present[i] {
+                        continue;
+                    }
+                    let step = g.steps[i] + 1;
+                    let mut p = g.flat.f_narrow(0, off, numel)?;
+                    let mut m = g.exp_avg.f_narrow(0, off, numel)?;
+                    let mut v = g.exp_avg_sq.f_narrow(0, off, numel)?;
+                    let mut vmax = match &g.max_exp_avg_sq {
+                        Some(t) => Some(t.f_narrow(0, off, numel)?),
+                        None => None,
+                    };
+                    let gi = grad.f_narrow(0, off, numel)?;
+                    update(&g.hp, step, &mut p, &gi, &mut m, &mut v, vmax.as_mut())?;
+                    g.steps[i] = step;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The optimizer state as named tensors (`<prefix><param>.exp_avg`, `.exp_avg_sq`,
+    /// `.max_exp_avg_sq`) and per-parameter step counts, for a checkpoint.
+    pub fn state(&self, prefix: &str) -> Result<(BTreeMap<String, Tensor>, AdamWState)> {
+        let mut tensors = BTreeMap::new();
+        let mut steps = BTreeMap::new();
+        let mut groups = Vec::new();
+        for g in &self.groups {
+            for (i, name) in g.names.iter().enumerate() {
+                let (off, numel) = g.offsets[i];
+                let shape = g.params[i].size();
+                let slice = |t: &Tensor| -> Result<Tensor> {
+                    Ok(t.f_narrow(0, off, numel)?
+                        .f_reshape(shape.as_slice())?
+                        .f_detach_copy()?)
+                };
+                tensors.insert(format!("{prefix}{name}.exp_avg"), slice(&g.exp_avg)?);
+                tensors.insert(format!("{prefix}{name}.exp_avg_sq"), slice(&g.exp_avg_sq)?);
+                if let Some(t) = &g.max_exp_avg_sq {
+                    tensors.insert(format!("{prefix}{name}.max_exp_avg_sq"), slice(t)?);
+                }
+                steps.insert(name.clone(), g.steps[i]);
+            }
+            groups.push(g.hp.clone());
+        }
+        Ok((tensors, AdamWState { steps, groups }))
+    }
+
+    /// Restores [`AdamW::state`]; every parameter's moments must be present with its shape.
+    pub fn load_state(
+        &mut self,
+        prefix: &str,
+        tensors: &BTreeMap<String, Tensor>,
+        state: &AdamWState,
+    ) -> Result<()> {
+        if state.groups.len() != self.groups.len() {
+            return Err(Error::Data(format!(
+                "optimizer state has {} groups, the optimizer {}",
+                state.groups.len(),
+                self.groups.len()
+            )));
+        }
+        let _guard = tch::no_grad_guard();
+        for (g, hp) in self.groups.iter_mut().zip(&state.groups) {
+            if hp.amsgrad != g.hp.amsgrad {
+                return Err(Error::Data(
+                    "optimizer state and optimizer disagree on amsgrad".into(),
+                ));
+            }
+            g.hp = hp.clone();
+            for (i, name) in g.names.iter().enumerate() {
+                let (off, numel) = g.offsets[i];
+                let shape = g.params[i].size();
+                let fill = |suffix: &str, dst: &Tensor| -> Result<()> {
+                    let key = format!("{prefix}{name}.{suffix}");
+                    let src = tensors
+                        .get(&key)
+                        .ok_or_else(|| Error::Data(format!("optimizer state lacks {key}")))?;
+                    if src.size() != shape {
+                        return Err(Error::Shape {
+                            op: "AdamW::load_state",
+                            expected: format!("{key} of shape {shape:?}"),
+                            got: src.size(),
+                        });
+                    }
+                    dst.f_narrow(0, off, numel)?
+                        .f_copy_(&src.f_reshape([-1])?.f_to_kind(dst.kind())?)?;
+                    Ok(())
+                };
+                fill("exp_avg", &g.exp_avg)?;
+                fill("exp_avg_sq", &g.exp_avg_sq)?;
+                if let Some(t) = &g.max_exp_avg_sq {
+                    fill("max_exp_avg_sq", t)?;
+                }
+                g.steps[i] = *state.steps.get(name).ok_or_else(|| {
+                    Error::Data(format!("optimizer state lacks the step of {name}"))
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The host-side part of the optimizer state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdamWState {
+    /// Step count per parameter name.
+    pub steps: BTreeMap<String, u64>,
+    /// Each group's hyper-parameters as last set.
+    pub groups: Vec<AdamWConfig>,
+}
+
+/// PyTorch's single-tensor AdamW update, in place, with the bias corrections of the current β1
+/// (as PyTorch computes them when a scheduler cycles β1).
+fn update(
+    hp: &AdamWConfig,
+    step: u64,
+    param: &mut Tensor,
+    grad: &Tensor,
+    exp_avg: &mut Tensor,
+    exp_avg_sq: &mut Tensor,
+    max_exp_avg_sq: Option<&mut Tensor>,
+) -> Result<()> {
+    let (b1, b2) = hp.betas;
+    let _ = param.f_mul_scalar_(1.0 - hp.lr * hp.weight_decay)?;
+    let _ = exp_avg.f_lerp_(grad, 1.0 - b1)?;
+    let _ = exp_avg_sq.f_mul_scalar_(b2)?;
+    let _ = exp_avg_sq.f_addcmul_(grad, &grad.f_mul_scalar(1.0 - b2)?)?;
+    let bias1 = 1.0 - b1.powf(step as f64);
+    let bias2_sqrt = (1.0 - b2.powf(step as f64)).sqrt();
+    let second = match max_exp_avg_sq {
+        Some(m) => {
+            let _ = m.f_copy_(&m.f_maximum(exp_avg_sq)?)?;
+            m.shallow_clone()
+        }
+        None => exp_avg_sq.shallow_clone(),
+    };
+    let mut denom = second.f_sqrt()?;
+    let _ = denom.f_div_scalar_(bias2_sqrt)?;
+    let _ = denom.f_add_scalar_(hp.eps)?;
+    let _ = param.f_addcdiv_(&exp_avg.f_mul_scalar(-hp.lr / bias1)?, &denom)?;
+    Ok(())
+}
