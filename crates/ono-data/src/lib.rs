@@ -1,7 +1,11 @@
 //! Benchmark data: readers for the original dataset files, normalizers, batching of grids and
 //! point clouds, and PDE data generators. Depends on no model crate.
 
+pub mod darcy;
+pub mod dataset;
 mod error;
+pub mod grf;
+pub mod normalizer;
 
 pub use error::{Error, Result};
 

@@ -36,6 +36,16 @@ pub enum Error {
         /// The value, `NaN` or `inf`.
         value: f64,
     },
+    /// A training step failed (for example a diverged model whose weights became NaN).
+    #[error("optimizer step {step} (epoch {epoch}) failed; no checkpoint was written after it: {source}")]
+    Step {
+        /// The global step (0-based).
+        step: u64,
+        /// The epoch (0-based).
+        epoch: u64,
+        /// What failed.
+        source: Box<Error>,
+    },
     /// A checkpoint that cannot be written or read.
     #[error("checkpoint {path}: {msg}")]
     Checkpoint {

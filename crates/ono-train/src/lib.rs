@@ -2,10 +2,16 @@
 //! training loop of the ONO paper.
 
 pub mod adamw;
+pub mod bench_step;
+pub mod checkpoint;
 pub mod clip;
+pub mod config;
+pub mod loss;
 mod error;
 pub mod one_cycle;
 pub mod plots;
+pub mod progress;
+pub mod trainer;
 
 pub use error::{Error, Result};
 

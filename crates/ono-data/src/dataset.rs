@@ -1,0 +1,290 @@
+//! In-memory datasets of point features, and the batches the trainers consume.
+//!
+//! A [`Split`] holds every sample of one split as tensors: input functions `fx` (S, N, Cf),
+//! targets `y` (S, N, Cy) — or (S, N, Cy, T) for a time series — and positions `pos`, either
+//! shared by every sample (1, N, d) or per sample (S, N, d). [`TensorDataset`] pairs a train and
+//! a test split and is stored as one safetensors file (`train.fx`, `train.y`, `train.pos`,
+//! `test.*`, and `grid` when the points are a row-major grid).
+
+use std::path::Path;
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use tch::{Device, Kind, Tensor};
+
+use crate::{Error, Result};
+
+/// One split, in memory.
+#[derive(Debug)]
+pub struct Split {
+    /// Input functions, (S, N, Cf).
+    pub fx: Tensor,
+    /// Targets, (S, N, Cy) or (S, N, Cy, T).
+    pub y: Tensor,
+    /// Positions, (1, N, d) shared or (S, N, d).
+    pub pos: Tensor,
+}
+
+/// A batch on the training device.
+#[derive(Debug)]
+pub struct Batch {
+    /// (B, N, d)
+    pub pos: Tensor,
+    /// (B, N, Cf)
+    pub fx: Tensor,
+    /// (B, N, Cy) or (B, N, Cy, T)
+    pub y: Tensor,
+}
+
+impl Split {
+    /// Checks shapes and finiteness (one host read per tensor).
+    pub fn validate(&self, what: &str) -> Result<()> {
+        let (fx, y, pos) = (self.fx.size(), self.y.size(), self.pos.size());
+        let bad = |m: String| Err(Error::Invalid(format!("{what}: {m}")));
+        if fx.len() != 3 || fx[0] == 0 || fx[1] == 0 {
+            return bad(format!("fx must be (S, N, C) with S, N > 0, got {fx:?}"));
+        }
+        if !(y.len() == 3 || y.len() == 4) || y[0] != fx[0] || y[1] != fx[1] {
+            return bad(format!(
+                "y must be (S, N, C) or (S, N, C, T) with fx's S = {} and N = {}, got {y:?}",
+                fx[0], fx[1]
+            ));
+        }
+        if pos.len() != 3 || !(pos[0] == 1 || pos[0] == fx[0]) || pos[1] != fx[1] {
+            return bad(format!(
+                "pos must be (1, N, d) or (S, N, d) with N = {}, got {pos:?}",
+                fx[1]
+            ));
+        }
+        for (name, t) in [("fx", &self.fx), ("y", &self.y), ("pos", &self.pos)] {
+            if !matches!(t.kind(), Kind::Float | Kind::Double) {
+                return bad(format!(
+                    "{name} must be float32 or float64, got {:?}",
+                    t.kind()
+                ));
+            }
+            if t.f_isfinite()?.f_all()?.f_int64_value(&[])? == 0 {
+                return bad(format!("{name} contains NaN or Inf"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> i64 {
+        self.fx.size()[0]
+    }
+
+    /// Whether the split has no samples.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Points per sample.
+    pub fn points(&self) -> i64 {
+        self.fx.size()[1]
+    }
+
+    /// The first `n` samples (a view).
+    pub fn take(&self, n: i64) -> Result<Split> {
+        if n > self.len() || n <= 0 {
+            return Err(Error::Config {
+                what: "split size".into(),
+                msg: format!("asked for {n} samples, the split has {}", self.len()),
+            });
+        }
+        let pos = if self.pos.size()[0] == 1 {
+            self.pos.shallow_clone()
+        } else {
+            self.pos.f_narrow(0, 0, n)?
+        };
+        Ok(Split {
+            fx: self.fx.f_narrow(0, 0, n)?,
+            y: self.y.f_narrow(0, 0, n)?,
+            pos,
+        })
+    }
+
+    /// The samples at `indices`, moved to `device` and cast to `kind`.
+    pub fn batch(&self, indices: &[i64], device: Device, kind: Kind) -> Result<Batch> {
+        let b = indices.len() as i64;
+        let idx = Tensor::from_slice(indices);
+        let pick = |t: &Tensor| -> Result<Tensor> {
+            Ok(t.f_index_select(0, &idx)?
+                .f_to_device(device)?
+                .f_to_kind(kind)?)
+        };
+        let pos = if self.pos.size()[0] == 1 {
+            let p = self.pos.f_to_device(device)?.f_to_kind(kind)?;
+            p.f_expand([b, -1, -1], false)?
+        } else {
+            pick(&self.pos)?
+        };
+        Ok(Batch {
+            pos,
+            fx: pick(&self.fx)?,
+            y: pick(&self.y)?,
+        })
+    }
+}
+
+/// A train and a test split, and the grid shape when the points are a row-major grid.
+#[derive(Debug)]
+pub struct TensorDataset {
+    /// Training samples.
+    pub train: Split,
+    /// Test samples.
+    pub test: Split,
+    /// (H, W) (or any rank) with Π = N when the points are a row-major grid.
+    pub grid: Option<Vec<i64>>,
+}
+
+impl TensorDataset {
+    /// Checks both splits and that they agree on channels and grid.
+    pub fn validate(&self) -> Result<()> {
+        self.train.validate("train")?;
+        self.test.validate("test")?;
+        let (a, b) = (self.train.fx.size(), self.test.fx.size());
+        let (ya, yb) = (self.train.y.size(), self.test.y.size());
+        if a[2] != b[2] || ya[2..] != yb[2..] || self.train.pos.size()[2] != self.test.pos.size()[2]
+        {
+            return Err(Error::Invalid(format!(
+                "train and test disagree on channels: fx {a:?} / {b:?}, y {ya:?} / {yb:?}"
+            )));
+        }
+        if let Some(g) = &self.grid {
+            let n: i64 = g.iter().product();
+            if n != self.train.points() || g.iter().any(|&d| d <= 0) {
+                return Err(Error::Invalid(format!(
+                    "grid {g:?} does not have the {} points of a sample",
+                    self.train.points()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads a dataset file written by [`TensorDataset::write`]. A missing file or array is an
+    /// error naming it.
+    pub fn read(path: &Path) -> Result<Self> {
+        if !path.is_file() {
+            return Err(Error::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "dataset file not found"),
+            });
+        }
+        let named = Tensor::read_safetensors(path).map_err(|e| Error::Format {
+            path: path.to_path_buf(),
+            msg: format!("not a readable safetensors dataset: {e}"),
+        })?;
+        let mut map: std::collections::HashMap<String, Tensor> = named.into_iter().collect();
+        let mut take = |k: &str| {
+            map.remove(k).ok_or_else(|| Error::Format {
+                path: path.to_path_buf(),
+                msg: format!("has no array `{k}`"),
+            })
+        };
+        let split = |take: &mut dyn FnMut(&str) -> Result<Tensor>, s: &str| -> Result<Split> {
+            Ok(Split {
+                fx: take(&format!("{s}.fx"))?,
+                y: take(&format!("{s}.y"))?,
+                pos: take(&format!("{s}.pos"))?,
+            })
+        };
+        let train = split(&mut take, "train")?;
+        let test = split(&mut take, "test")?;
+        let grid = match map.remove("grid") {
+            Some(g) => Some(Vec::<i64>::try_from(
+                g.f_to_kind(Kind::Int64)?.f_reshape([-1])?,
+            )?),
+            None => None,
+        };
+        let ds = Self { train, test, grid };
+        ds.validate().map_err(|e| Error::Format {
+            path: path.to_path_buf(),
+            msg: e.to_string(),
+        })?;
+        Ok(ds)
+    }
+
+    /// Writes the dataset atomically (temporary sibling file, then rename).
+    pub fn write(&self, path: &Path) -> Result<()> {
+        self.validate()?;
+        let mut named: Vec<(String, Tensor)> = Vec::new();
+        for (s, split) in [("train", &self.train), ("test", &self.test)] {
+            named.push((format!("{s}.fx"), split.fx.f_contiguous()?));
+            named.push((format!("{s}.y"), split.y.f_contiguous()?));
+            named.push((format!("{s}.pos"), split.pos.f_contiguous()?));
+        }
+        if let Some(g) = &self.grid {
+            named.push(("grid".into(), Tensor::from_slice(g)));
+        }
+        write_tensors_atomic(path, &named)
+    }
+}
+
+/// Writes named tensors to a safetensors file atomically.
+pub fn write_tensors_atomic(path: &Path, named: &[(String, Tensor)]) -> Result<()> {
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| Error::Config {
+        what: "output path".into(),
+        msg: format!("{} is not a file path", path.display()),
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let refs: Vec<(&str, &Tensor)> = named.iter().map(|(n, t)| (n.as_str(), t)).collect();
+    let result = Tensor::write_safetensors(&refs, &tmp)
+        .map_err(Error::from)
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(io));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The sample order of one epoch: a permutation of 0..n determined by (seed, epoch) alone, so a
+/// resumed run replays the order of the run it continues.
+pub fn epoch_order(n: i64, seed: u64, epoch: u64) -> Vec<i64> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(seed, epoch));
+    let mut order: Vec<i64> = (0..n).collect();
+    order.shuffle(&mut rng);
+    order
+}
+
+/// A seed for stream `k` of a run seeded with `seed` (SplitMix64 finaliser).
+pub fn mix(seed: u64, k: u64) -> u64 {
+    let mut z = seed ^ k.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Positions of an h×w grid on [0, 1]², flattened row-major as the ONO scripts' `np.meshgrid`:
+/// `pos[..., 0]` is the column coordinate, `pos[..., 1]` the row coordinate.
+///
+/// # Shapes
+/// - returns: (1, h·w, 2), float32
+pub fn grid_positions_2d(h: i64, w: i64) -> Result<Tensor> {
+    if h < 2 || w < 2 {
+        return Err(Error::Config {
+            what: "grid".into(),
+            msg: format!("needs at least 2×2 points, got {h}×{w}"),
+        });
+    }
+    let opts = (Kind::Float, Device::Cpu);
+    let xs = Tensor::f_linspace(0.0, 1.0, w, opts)?;
+    let ys = Tensor::f_linspace(0.0, 1.0, h, opts)?;
+    let gx = xs.f_view([1, w])?.f_expand([h, w], false)?;
+    let gy = ys.f_view([h, 1])?.f_expand([h, w], false)?;
+    Ok(Tensor::f_stack(&[gx, gy], -1)?.f_reshape([1, h * w, 2])?)
+}

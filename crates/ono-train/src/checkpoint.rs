@@ -1,0 +1,139 @@
+//! Training checkpoints: one safetensors file holding the model's variables (parameters and
+//! statistics buffers), the optimizer's moments and the normalizers, with the run state (step,
+//! epoch, position in the epoch's order, history, configuration) as JSON in its metadata; plus a
+//! human-readable copy of that JSON beside it. Both are written atomically, the safetensors
+//! first: it alone is read back, so a kill between the two writes loses nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use ono_data::normalizer::NormalizerKind;
+use ono_models::OnoConfig;
+use serde::{Deserialize, Serialize};
+use tch::Tensor;
+
+use crate::adamw::AdamWState;
+use crate::{Error, Result};
+
+/// The `format` metadata value of a checkpoint.
+pub const FORMAT: &str = "ono-train-checkpoint-v1";
+
+/// One epoch's record (also a line of `metrics.jsonl`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochRecord {
+    /// 0-based epoch.
+    pub epoch: u64,
+    /// Batches done at the end of the epoch.
+    pub step: u64,
+    /// Mean training loss per sample over the epoch.
+    pub train_loss: f64,
+    /// Mean relative L2 on the test split, when evaluated.
+    pub test_rel_l2: Option<f64>,
+    /// Per-step test errors of a time series.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub test_per_step: Vec<f64>,
+    /// The learning rate of the epoch's last step.
+    pub lr: f64,
+    /// Wall-clock seconds of the epoch (training and evaluation).
+    pub seconds: f64,
+}
+
+/// Everything besides tensors that a resumed run needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Batches (schedule steps) done.
+    pub global_step: u64,
+    /// The epoch in progress (0-based); equals the configured epochs when the run is over.
+    pub epoch: u64,
+    /// Batches of `epoch` done, in the order given by (seed, epoch).
+    pub batch_in_epoch: u64,
+    /// Σ of the per-batch training losses of `epoch` so far.
+    pub epoch_loss_sum: f64,
+    /// Samples those losses cover.
+    pub epoch_samples: u64,
+    /// Seconds spent in `epoch` so far.
+    pub epoch_seconds: f64,
+    /// (epoch, test error) of the best evaluated epoch.
+    pub best: Option<(u64, f64)>,
+    /// One record per finished epoch.
+    pub history: Vec<EpochRecord>,
+    /// The configuration's fingerprint ([`crate::config::TrainConfig::fingerprint`]).
+    pub config: serde_json::Value,
+    /// The model configuration.
+    pub model: OnoConfig,
+    /// Normalizer of the inputs.
+    pub normalize_x: NormalizerKind,
+    /// Normalizer of the targets.
+    pub normalize_y: NormalizerKind,
+    /// The optimizer's host-side state.
+    pub optimizer: AdamWState,
+}
+
+/// A checkpoint in memory.
+pub struct Checkpoint {
+    /// `model.*`, `optim.*`, `norm.x.*`, `norm.y.*`.
+    pub tensors: BTreeMap<String, Tensor>,
+    /// The run state.
+    pub state: TrainState,
+}
+
+impl Checkpoint {
+    /// Writes `<dir>/<name>.safetensors` and `<dir>/<name>.json`, each atomically.
+    pub fn save(&self, dir: &Path, name: &str) -> Result<PathBuf> {
+        let path = dir.join(format!("{name}.safetensors"));
+        let fail = |msg: String| Error::Checkpoint {
+            path: path.clone(),
+            msg,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create the folder: {e}")))?;
+        let json = serde_json::to_string(&self.state).map_err(|e| fail(e.to_string()))?;
+        let meta = HashMap::from([
+            ("format".to_string(), FORMAT.to_string()),
+            ("state".to_string(), json),
+        ]);
+        ono_nn::weights::save_safetensors(
+            &path,
+            self.tensors.iter().map(|(k, v)| (k.as_str(), v)),
+            meta,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        let pretty = serde_json::to_vec_pretty(&self.state).map_err(|e| fail(e.to_string()))?;
+        ono_nn::weights::write_atomic(&dir.join(format!("{name}.json")), &pretty)
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(path)
+    }
+
+    /// Reads a checkpoint written by [`Checkpoint::save`]; a truncated or foreign file is an
+    /// [`Error::Checkpoint`].
+    pub fn load(path: &Path) -> Result<Self> {
+        let fail = |msg: String| Error::Checkpoint {
+            path: path.to_path_buf(),
+            msg,
+        };
+        let (tensors, meta) =
+            ono_nn::weights::read_safetensors(path).map_err(|e| fail(e.to_string()))?;
+        if meta.get("format").map(String::as_str) != Some(FORMAT) {
+            return Err(fail(format!(
+                "not an ono training checkpoint (format {:?}, expected {FORMAT})",
+                meta.get("format")
+            )));
+        }
+        let state: TrainState = serde_json::from_str(
+            meta.get("state")
+                .ok_or_else(|| fail("no run state in the metadata".into()))?,
+        )
+        .map_err(|e| fail(format!("unreadable run state: {e}")))?;
+        Ok(Self { tensors, state })
+    }
+
+    /// The tensors under `prefix`, with the prefix removed.
+    pub fn section(&self, prefix: &str) -> BTreeMap<String, Tensor> {
+        self.tensors
+            .iter()
+            .filter_map(|(k, v)| {
+                k.strip_prefix(prefix)
+                    .map(|rest| (rest.to_string(), v.shallow_clone()))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,437 @@
+//! Experiment configuration (TOML): model preset and overrides, data, loss, optimizer, schedule,
+//! epochs, batch size, seed, device and checkpoint policy. Unknown keys are refused, and every
+//! value error names its dotted key.
+
+use std::path::{Path, PathBuf};
+
+use ono_data::normalizer::NormalizerKind;
+use ono_models::{presets::Preset, OnoConfig};
+use serde::{Deserialize, Serialize};
+use tch::Device;
+
+use crate::adamw::AdamWConfig;
+use crate::one_cycle::{Anneal, OneCycleConfig};
+use crate::{Error, Result};
+
+/// A whole experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Seed of the model initialisation, data order and any torch randomness.
+    #[serde(default)]
+    pub seed: u64,
+    /// Passes over the training split.
+    pub epochs: u64,
+    /// Samples per optimizer step.
+    pub batch_size: i64,
+    /// `cpu`, `cuda` or `cuda:N`.
+    #[serde(default = "default_device")]
+    pub device: String,
+    /// Torch intra-op threads (0: libtorch's default).
+    #[serde(default)]
+    pub threads: i32,
+    /// Train in float64 instead of float32.
+    #[serde(default)]
+    pub double: bool,
+    /// Where checkpoints, metrics and figures go (relative paths: to the config file).
+    pub output_dir: PathBuf,
+    /// The model.
+    pub model: ModelSection,
+    /// The data.
+    pub data: DataSection,
+    /// The loss.
+    #[serde(default)]
+    pub loss: LossSection,
+    /// AdamW and clipping.
+    #[serde(default)]
+    pub optimizer: OptimizerSection,
+    /// The learning-rate schedule.
+    #[serde(default)]
+    pub schedule: ScheduleSection,
+    /// Checkpoint policy.
+    #[serde(default)]
+    pub checkpoint: CheckpointSection,
+    /// Logging and figures.
+    #[serde(default)]
+    pub log: LogSection,
+}
+
+fn default_device() -> String {
+    "cpu".into()
+}
+
+/// A preset and the fields to change in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// One of the ONO presets (`darcy`, `ns`, `elasticity`, ...).
+    pub preset: String,
+    /// Any [`OnoConfig`] field. `space_dim`, `fun_dim` and `out_dim` are taken from the data.
+    #[serde(default)]
+    pub overrides: toml::Table,
+}
+
+/// How samples are fed to the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Regime {
+    /// Input function → solution, one forward per batch.
+    #[default]
+    Steady,
+    /// NS2d: the last `t_in` frames in, one frame out, a sliding window over the targets' time
+    /// axis; teacher forcing in training (or free-running), free rollout in evaluation.
+    Autoregressive,
+    /// Plasticity: one forward, backward and optimizer step per time step, in an order shuffled
+    /// independently per sample; the schedule steps once per batch.
+    PerTimeStep,
+}
+
+/// The data file and how to use it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    /// A dataset file (`ono_data::dataset::TensorDataset`, safetensors); relative to the config.
+    pub path: PathBuf,
+    /// Use only the first `ntrain` training samples.
+    #[serde(default)]
+    pub ntrain: Option<i64>,
+    /// Use only the first `ntest` test samples.
+    #[serde(default)]
+    pub ntest: Option<i64>,
+    /// Normalizer of the input functions.
+    #[serde(default)]
+    pub normalize_x: NormalizerKind,
+    /// Normalizer of the targets (the loss is computed on decoded values, as ONO).
+    #[serde(default)]
+    pub normalize_y: NormalizerKind,
+    /// Steady, autoregressive or per time step.
+    #[serde(default)]
+    pub regime: Regime,
+    /// Autoregressive: feed the true frame back in training (the reference) instead of the
+    /// prediction.
+    #[serde(default = "yes")]
+    pub teacher_forcing: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The training loss.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LossSection {
+    /// Σ over the batch (the reference) or the mean.
+    pub reduction: ReductionName,
+    /// Weight α of ONO Darcy's derivative term (0.1 in the reference Darcy script; needs a 2-D
+    /// square grid).
+    pub derivative_alpha: f64,
+}
+
+impl Default for LossSection {
+    fn default() -> Self {
+        Self {
+            reduction: ReductionName::Sum,
+            derivative_alpha: 0.0,
+        }
+    }
+}
+
+/// Batch reduction of the relative L2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReductionName {
+    /// Σ_b.
+    Sum,
+    /// mean_b.
+    Mean,
+}
+
+/// AdamW and clipping; the paper's values by default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimizerSection {
+    /// Peak learning rate.
+    pub lr: f64,
+    /// Decoupled weight decay.
+    pub weight_decay: f64,
+    /// (β1, β2).
+    pub betas: (f64, f64),
+    /// ε.
+    pub eps: f64,
+    /// Global-norm clipping (0.1 in ONO); absent: none.
+    pub max_grad_norm: Option<f64>,
+}
+
+impl Default for OptimizerSection {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            weight_decay: 1e-5,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            max_grad_norm: Some(0.1),
+        }
+    }
+}
+
+impl OptimizerSection {
+    /// The AdamW hyper-parameters.
+    pub fn adamw(&self) -> AdamWConfig {
+        AdamWConfig {
+            lr: self.lr,
+            betas: self.betas,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            amsgrad: false,
+        }
+    }
+}
+
+/// Learning-rate schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ScheduleSection {
+    /// `one_cycle` (the paper) or `constant`.
+    pub kind: ScheduleKind,
+    /// OneCycle's warm-up fraction.
+    pub pct_start: f64,
+    /// Cosine or linear.
+    pub anneal_strategy: Anneal,
+    /// initial lr = lr / div_factor.
+    pub div_factor: f64,
+    /// final lr = initial lr / final_div_factor.
+    pub final_div_factor: f64,
+    /// Cycle Adam's β1 between the two momenta.
+    pub cycle_momentum: bool,
+    /// β1 at the peak rate.
+    pub base_momentum: f64,
+    /// β1 at the ends.
+    pub max_momentum: f64,
+    /// Three phases.
+    pub three_phase: bool,
+}
+
+/// Which schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScheduleKind {
+    /// `OneCycleLR`, stepped once per batch.
+    OneCycle,
+    /// The optimizer's lr throughout.
+    Constant,
+}
+
+impl Default for ScheduleSection {
+    fn default() -> Self {
+        let d = OneCycleConfig::default();
+        Self {
+            kind: ScheduleKind::OneCycle,
+            pct_start: d.pct_start,
+            anneal_strategy: d.anneal_strategy,
+            div_factor: d.div_factor,
+            final_div_factor: d.final_div_factor,
+            cycle_momentum: d.cycle_momentum,
+            base_momentum: d.base_momentum,
+            max_momentum: d.max_momentum,
+            three_phase: d.three_phase,
+        }
+    }
+}
+
+/// When checkpoints are written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointSection {
+    /// Also every this many batches within an epoch (0: only at epoch ends).
+    pub every_steps: u64,
+    /// Keep `best.safetensors`, the epoch with the lowest test error.
+    pub keep_best: bool,
+}
+
+impl Default for CheckpointSection {
+    fn default() -> Self {
+        Self {
+            every_steps: 0,
+            keep_best: true,
+        }
+    }
+}
+
+/// Logging and figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSection {
+    /// Read the loss back (and check it is finite) every this many batches.
+    pub every_steps: u64,
+    /// Test samples drawn as input / truth / prediction / error panels (2-D grids only).
+    pub panels: usize,
+    /// Evaluate on the test split every this many epochs (and always after the last).
+    pub eval_every_epochs: u64,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        Self {
+            every_steps: 10,
+            panels: 3,
+            eval_every_epochs: 1,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Reads and validates a TOML file; relative paths become relative to the file's folder.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let mut cfg = Self::from_toml(&text).map_err(|e| match e {
+            Error::Config { key, msg } => Error::Config {
+                key,
+                msg: format!("{msg} (in {})", path.display()),
+            },
+            e => e,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        if cfg.data.path.is_relative() {
+            cfg.data.path = base.join(&cfg.data.path);
+        }
+        if cfg.output_dir.is_relative() {
+            cfg.output_dir = base.join(&cfg.output_dir);
+        }
+        Ok(cfg)
+    }
+
+    /// Parses and validates TOML text.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let cfg: Self = toml::from_str(text).map_err(|e| {
+            // toml names unknown or mistyped keys in its message; keep it whole.
+            Error::config("(toml)", e.to_string().trim().replace('\n', " "))
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks every value; errors name the key.
+    pub fn validate(&self) -> Result<()> {
+        if self.epochs == 0 {
+            return Err(Error::config("epochs", "must be at least 1"));
+        }
+        if self.batch_size <= 0 {
+            return Err(Error::config("batch_size", "must be positive"));
+        }
+        if self.threads < 0 {
+            return Err(Error::config("threads", "must be ≥ 0"));
+        }
+        self.device()?;
+        for (k, v) in [("data.ntrain", self.data.ntrain), ("data.ntest", self.data.ntest)] {
+            if matches!(v, Some(n) if n <= 0) {
+                return Err(Error::config(k, "must be positive"));
+            }
+        }
+        let a = self.loss.derivative_alpha;
+        if !(a.is_finite() && a >= 0.0) {
+            return Err(Error::config("loss.derivative_alpha", "must be finite and ≥ 0"));
+        }
+        if let Some(m) = self.optimizer.max_grad_norm {
+            if !(m.is_finite() && m > 0.0) {
+                return Err(Error::config("optimizer.max_grad_norm", "must be finite and positive"));
+            }
+        }
+        self.optimizer.adamw().validate()?;
+        if self.schedule.kind == ScheduleKind::OneCycle {
+            self.one_cycle(1)?.validate()?;
+        }
+        if self.log.every_steps == 0 {
+            return Err(Error::config("log.every_steps", "must be at least 1"));
+        }
+        if self.log.eval_every_epochs == 0 {
+            return Err(Error::config("log.eval_every_epochs", "must be at least 1"));
+        }
+        self.preset()?;
+        Ok(())
+    }
+
+    /// The device named by `device`.
+    pub fn device(&self) -> Result<Device> {
+        parse_device(&self.device).map_err(|m| Error::config("device", m))
+    }
+
+    /// The preset named by `model.preset`.
+    pub fn preset(&self) -> Result<Preset> {
+        self.model
+            .preset
+            .parse::<Preset>()
+            .map_err(|e| Error::config("model.preset", e.to_string()))
+    }
+
+    /// The model configuration: the preset, then the overrides, then the data's dimensions.
+    pub fn model_config(&self, space_dim: i64, fun_dim: i64, out_dim: i64) -> Result<OnoConfig> {
+        let base = serde_json::to_value(self.preset()?.config())
+            .map_err(|e| Error::config("model.preset", e.to_string()))?;
+        let mut obj = base.as_object().cloned().unwrap_or_default();
+        for (k, v) in &self.model.overrides {
+            if !obj.contains_key(k) {
+                return Err(Error::config(
+                    format!("model.overrides.{k}"),
+                    format!(
+                        "not an ONO configuration field (known: {})",
+                        obj.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+            let jv = serde_json::to_value(v)
+                .map_err(|e| Error::config(format!("model.overrides.{k}"), e.to_string()))?;
+            obj.insert(k.clone(), jv);
+        }
+        obj.insert("space_dim".into(), space_dim.into());
+        obj.insert("fun_dim".into(), fun_dim.into());
+        obj.insert("out_dim".into(), out_dim.into());
+        let cfg: OnoConfig = serde_json::from_value(serde_json::Value::Object(obj))
+            .map_err(|e| Error::config("model.overrides", e.to_string()))?;
+        cfg.validate()
+            .map_err(|e| Error::config("model.overrides", e.to_string()))?;
+        Ok(cfg)
+    }
+
+    /// The one-cycle schedule for `total_steps` batches.
+    pub fn one_cycle(&self, total_steps: u64) -> Result<OneCycleConfig> {
+        let s = &self.schedule;
+        Ok(OneCycleConfig {
+            max_lr: self.optimizer.lr,
+            total_steps,
+            pct_start: s.pct_start,
+            anneal_strategy: s.anneal_strategy,
+            cycle_momentum: s.cycle_momentum,
+            base_momentum: s.base_momentum,
+            max_momentum: s.max_momentum,
+            div_factor: s.div_factor,
+            final_div_factor: s.final_div_factor,
+            three_phase: s.three_phase,
+        })
+    }
+
+    /// The parts of the configuration a resumed run must share with the run it continues
+    /// (everything that changes the numbers; not the device, threads or logging).
+    pub fn fingerprint(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            for k in ["device", "threads", "log", "checkpoint", "output_dir"] {
+                o.remove(k);
+            }
+        }
+        v
+    }
+}
+
+/// `cpu`, `cuda`, `cuda:N`.
+pub fn parse_device(s: &str) -> std::result::Result<Device, String> {
+    match s {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Ok(Device::Cuda(0)),
+        _ => s
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse::<usize>().ok())
+            .map(Device::Cuda)
+            .ok_or_else(|| format!("`{s}` is not cpu, cuda or cuda:N")),
+    }
+}

@@ -1,0 +1,335 @@
+//! Training losses and evaluation metrics of the reference scripts.
+//!
+//! - relative L2 per sample, summed over the batch (`TestLoss(size_average=False)`, what ONO
+//!   trains on) or averaged;
+//! - Darcy's derivative term (ONO `Darcy_example.py`): boundary-zeroed prediction, zero-padded
+//!   central differences with step 1/s, α = 0.1;
+//! - the Galerkin Transformer's H¹-seminorm terms (`WeightedL2Loss` 1-D and `WeightedL2Loss2d`);
+//! - evaluation metrics: mean relative L2 over a set, per-step and whole-rollout errors.
+
+use ono_nn::loss::{relative_l2 as rel_l2, Reduction};
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
+
+pub use ono_nn::loss::Reduction as LossReduction;
+
+/// Relative L2 with the reference's reduction; no epsilon (an all-zero target must be refused
+/// beforehand with [`check_targets`], once per dataset, rather than on every step).
+///
+/// # Shapes
+/// - `pred`, `target`: (B, ...) of equal shape
+/// - returns: () for `Sum`/`Mean`, (B) for `None`
+pub fn relative_l2(pred: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    Ok(rel_l2(pred, target, reduction)?)
+}
+
+/// Relative L2 that refuses an all-zero or non-finite target sample (one host read).
+pub fn relative_l2_checked(pred: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    check_targets(target, "target")?;
+    relative_l2(pred, target, reduction)
+}
+
+/// Refuses a target set with a non-finite value or a sample whose L2 norm is zero (its relative
+/// error would be NaN); names the first offending sample. One host read.
+///
+/// # Shapes
+/// - `target`: (S, ...)
+pub fn check_targets(target: &Tensor, what: &str) -> Result<()> {
+    if target.dim() == 0 || target.size()[0] == 0 {
+        return Err(Error::Data(format!("{what}: no samples")));
+    }
+    let s = target.size()[0];
+    let flat = target.f_reshape([s, -1])?.f_to_kind(Kind::Double)?;
+    let finite = flat.f_isfinite()?.f_all_dim(1, false)?;
+    let norms = flat.f_square()?.f_sum_dim_intlist(1, false, Kind::Double)?;
+    // One read: the index of the first bad sample, or -1.
+    let bad = finite
+        .f_logical_not()?
+        .f_logical_or(&norms.f_eq(0.0)?)?
+        .f_to_kind(Kind::Int64)?;
+    let first = if bad.f_sum(Kind::Int64)?.f_int64_value(&[])? == 0 {
+        -1
+    } else {
+        bad.f_argmax(0, false)?.f_int64_value(&[])?
+    };
+    if first >= 0 {
+        let finite_first = finite.f_int64_value(&[first])? != 0;
+        return Err(Error::Data(if finite_first {
+            format!("{what}: sample {first} is all zeros; its relative L2 error is undefined")
+        } else {
+            format!("{what}: sample {first} contains NaN or Inf")
+        }));
+    }
+    Ok(())
+}
+
+/// Zero-padded central differences of a field on an s×s grid, as the reference `central_diff`:
+/// ∂/∂w (columns) and ∂/∂h (rows) with step `h`.
+///
+/// # Shapes
+/// - `u`: (B, s·s) or (B, s·s, 1), row-major
+/// - returns: two tensors (B, s, s)
+pub fn central_diff_2d(u: &Tensor, s: i64, h: f64) -> Result<(Tensor, Tensor)> {
+    let b = u.size().first().copied().unwrap_or(0);
+    if u.numel() as i64 != b * s * s || b == 0 {
+        return Err(Error::Shape {
+            op: "central_diff_2d",
+            expected: format!("(B, {}) for an {s}×{s} grid", s * s),
+            got: u.size(),
+        });
+    }
+    let g = u.f_reshape([b, s, s])?.f_constant_pad_nd([1, 1, 1, 1])?;
+    let dx = g
+        .f_narrow(1, 1, s)?
+        .f_narrow(2, 2, s)?
+        .f_sub(&g.f_narrow(1, 1, s)?.f_narrow(2, 0, s)?)?
+        .f_div_scalar(2.0 * h)?;
+    let dy = g
+        .f_narrow(1, 2, s)?
+        .f_narrow(2, 1, s)?
+        .f_sub(&g.f_narrow(1, 0, s)?.f_narrow(2, 1, s)?)?
+        .f_div_scalar(2.0 * h)?;
+    Ok((dx, dy))
+}
+
+/// ONO Darcy's derivative loss: the prediction's boundary ring is set to zero, then
+/// Σ_b relL2(∂x pred, ∂x truth) + Σ_b relL2(∂y pred, ∂y truth), differences with step 1/s.
+/// The truth is not boundary-zeroed (as the reference). Multiply by α = 0.1 and add to the
+/// relative L2 for the full Darcy loss ([`darcy_loss`]).
+///
+/// # Shapes
+/// - `pred`, `truth`: (B, s·s) or (B, s·s, 1), decoded (physical) values
+/// - returns: ()
+pub fn darcy_derivative_loss(pred: &Tensor, truth: &Tensor, s: i64) -> Result<Tensor> {
+    let b = pred.size().first().copied().unwrap_or(0);
+    if pred.size() != truth.size() || pred.numel() as i64 != b * s * s || b == 0 {
+        return Err(Error::Shape {
+            op: "darcy_derivative_loss",
+            expected: format!("prediction and truth both (B, {}) for s = {s}", s * s),
+            got: truth.size(),
+        });
+    }
+    let inner = pred
+        .f_reshape([b, s, s])?
+        .f_narrow(1, 1, s - 2)?
+        .f_narrow(2, 1, s - 2)?
+        .f_constant_pad_nd([1, 1, 1, 1])?;
+    let h = 1.0 / s as f64;
+    let (px, py) = central_diff_2d(&inner, s, h)?;
+    let (tx, ty) = central_diff_2d(truth, s, h)?;
+    Ok(relative_l2(&px, &tx, Reduction::Sum)?.f_add(&relative_l2(&py, &ty, Reduction::Sum)?)?)
+}
+
+/// The full ONO Darcy training loss: Σ_b relL2 + α · derivative loss.
+pub fn darcy_loss(pred: &Tensor, truth: &Tensor, s: i64, alpha: f64) -> Result<Tensor> {
+    let b = pred.size()[0];
+    let l2 = relative_l2(
+        &pred.f_reshape([b, -1])?,
+        &truth.f_reshape([b, -1])?,
+        Reduction::Sum,
+    )?;
+    if alpha == 0.0 {
+        return Ok(l2);
+    }
+    Ok(l2.f_add(&darcy_derivative_loss(pred, truth, s)?.f_mul_scalar(alpha)?)?)
+}
+
+/// The Galerkin Transformer's 1-D loss (`WeightedL2Loss`): mean_b √(Σ(û−u)²/Σu²) +
+/// mean_b √(γh Σ_interior(u′ − D̂û)² / Σ_interior u′²), D̂û_i = (û_{i+1} − û_{i−1})/(2h),
+/// with u′ the precomputed target derivative.
+///
+/// # Shapes
+/// - `pred`, `u`, `du`: (B, n); `h` = 1/n-grid step of the subsampled grid
+pub fn galerkin_h1_loss_1d(pred: &Tensor, u: &Tensor, du: &Tensor, h: f64, gamma: f64) -> Result<Tensor> {
+    let sz = pred.size();
+    if sz.len() != 2 || u.size() != sz || du.size() != sz || sz[1] < 3 {
+        return Err(Error::Shape {
+            op: "galerkin_h1_loss_1d",
+            expected: "pred, u, du all (B, n) with n ≥ 3".into(),
+            got: u.size(),
+        });
+    }
+    let n = sz[1];
+    let l2 = pred
+        .f_sub(u)?
+        .f_square()?
+        .f_sum_dim_intlist(1, false, pred.kind())?
+        .f_div(&u.f_square()?.f_sum_dim_intlist(1, false, pred.kind())?)?
+        .f_sqrt()?
+        .f_mean(pred.kind())?;
+    if gamma == 0.0 {
+        return Ok(l2);
+    }
+    let dpred = pred
+        .f_narrow(1, 2, n - 2)?
+        .f_sub(&pred.f_narrow(1, 0, n - 2)?)?
+        .f_div_scalar(2.0 * h)?;
+    let dt = du.f_narrow(1, 1, n - 2)?;
+    let h1 = dt
+        .f_sub(&dpred)?
+        .f_square()?
+        .f_sum_dim_intlist(1, false, pred.kind())?
+        .f_mul_scalar(gamma * h)?
+        .f_div(&dt.f_square()?.f_sum_dim_intlist(1, false, pred.kind())?)?
+        .f_sqrt()?
+        .f_mean(pred.kind())?;
+    Ok(l2.f_add(&h1)?)
+}
+
+/// The Galerkin Transformer's 2-D loss (`WeightedL2Loss2d`) on an n×n grid:
+/// mean_b √(mean(û−u)² / (mean u² + 1e-10)) +
+/// mean_b √(γh · mean_interior[(a·(∇u − ∇ₕû))²] / (2·mean_interior(a·|∇u|²) + 1e-10)),
+/// with `a` the raw coefficient (squared in the numerator, linear in the normaliser, as coded).
+///
+/// # Shapes
+/// - `pred`, `u`, `a`: (B, n, n); `grad_u`: (B, n, n, 2) precomputed (∂x, ∂y) of the truth
+pub fn galerkin_h1_loss_2d(
+    pred: &Tensor,
+    u: &Tensor,
+    grad_u: &Tensor,
+    a: &Tensor,
+    h: f64,
+    gamma: f64,
+) -> Result<Tensor> {
+    let sz = pred.size();
+    let ok = sz.len() == 3
+        && sz[1] == sz[2]
+        && sz[1] >= 3
+        && u.size() == sz
+        && a.size() == sz
+        && grad_u.size() == [sz[0], sz[1], sz[2], 2];
+    if !ok {
+        return Err(Error::Shape {
+            op: "galerkin_h1_loss_2d",
+            expected: "pred, u, a (B, n, n) and grad_u (B, n, n, 2), n ≥ 3".into(),
+            got: grad_u.size(),
+        });
+    }
+    let n = sz[1];
+    let k = pred.kind();
+    let mean_b = |t: &Tensor| t.f_mean_dim(&[1i64, 2][..], false, k);
+    let l2 = mean_b(&pred.f_sub(u)?.f_square()?)?
+        .f_div(&mean_b(&u.f_square()?)?.f_add_scalar(1e-10)?)?
+        .f_sqrt()?
+        .f_mean(k)?;
+    if gamma == 0.0 {
+        return Ok(l2);
+    }
+    let interior = |t: &Tensor| -> Result<Tensor> { Ok(t.f_narrow(1, 1, n - 2)?.f_narrow(2, 1, n - 2)?) };
+    // ∇ₕû on the interior: x along columns (dim 2), y along rows (dim 1), as the reference's
+    // central differences on the meshgrid layout.
+    let dx = pred
+        .f_narrow(1, 1, n - 2)?
+        .f_narrow(2, 2, n - 2)?
+        .f_sub(&pred.f_narrow(1, 1, n - 2)?.f_narrow(2, 0, n - 2)?)?
+        .f_div_scalar(2.0 * h)?;
+    let dy = pred
+        .f_narrow(1, 2, n - 2)?
+        .f_narrow(2, 1, n - 2)?
+        .f_sub(&pred.f_narrow(1, 0, n - 2)?.f_narrow(2, 1, n - 2)?)?
+        .f_div_scalar(2.0 * h)?;
+    let ai = interior(a)?;
+    let gx = interior(&grad_u.f_select(3, 0)?)?;
+    let gy = interior(&grad_u.f_select(3, 1)?)?;
+    let num = ai
+        .f_mul(&gx.f_sub(&dx)?)?
+        .f_square()?
+        .f_add(&ai.f_mul(&gy.f_sub(&dy)?)?.f_square()?)?;
+    let den = ai.f_mul(&gx.f_square()?.f_add(&gy.f_square()?)?)?;
+    let h1 = mean_b(&num)?
+        .f_mul_scalar(gamma * h)?
+        .f_div(&mean_b(&den)?.f_mul_scalar(2.0)?.f_add_scalar(1e-10)?)?
+        .f_sqrt()?
+        .f_mean(k)?;
+    Ok(l2.f_add(&h1)?)
+}
+
+/// How a time series is scored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RolloutErrors {
+    /// Mean over samples of the relative L2 of each step.
+    pub per_step: Vec<f64>,
+    /// Mean over samples of the relative L2 of the whole rollout, flattened (the reference's
+    /// `test_full_loss`).
+    pub full: f64,
+}
+
+/// Accumulates relative L2 errors over a test set on the device; one host read at the end.
+pub struct MetricSum {
+    sum: Option<Tensor>,
+    per_step: Option<Tensor>,
+    count: i64,
+}
+
+impl Default for MetricSum {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MetricSum {
+    /// An empty accumulator.
+    pub fn new() -> Self {
+        Self {
+            sum: None,
+            per_step: None,
+            count: 0,
+        }
+    }
+
+    /// Adds a batch: Σ_b relL2 over the whole sample.
+    ///
+    /// # Shapes
+    /// - `pred`, `truth`: (B, ...)
+    pub fn add(&mut self, pred: &Tensor, truth: &Tensor) -> Result<()> {
+        let s = relative_l2(pred, truth, Reduction::Sum)?.f_detach()?.f_to_kind(Kind::Double)?;
+        self.sum = Some(match self.sum.take() {
+            Some(a) => a.f_add(&s)?,
+            None => s,
+        });
+        self.count += pred.size()[0];
+        Ok(())
+    }
+
+    /// Adds a batch of rollouts: the whole-rollout error and each step's.
+    ///
+    /// # Shapes
+    /// - `pred`, `truth`: (B, N, C, T) or (B, N, T) with time last
+    pub fn add_rollout(&mut self, pred: &Tensor, truth: &Tensor) -> Result<()> {
+        let t = *pred.size().last().unwrap_or(&0);
+        let steps = (0..t)
+            .map(|i| {
+                relative_l2(&pred.f_select(-1, i)?, &truth.f_select(-1, i)?, Reduction::Sum)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let steps = Tensor::f_stack(&steps, 0)?.f_detach()?.f_to_kind(Kind::Double)?;
+        self.per_step = Some(match self.per_step.take() {
+            Some(a) => a.f_add(&steps)?,
+            None => steps,
+        });
+        self.add(pred, truth)
+    }
+
+    /// Samples seen.
+    pub fn count(&self) -> i64 {
+        self.count
+    }
+
+    /// The mean relative L2 (and per-step means for rollouts).
+    pub fn finish(&self) -> Result<RolloutErrors> {
+        let Some(sum) = &self.sum else {
+            return Err(Error::Data("no evaluation samples".into()));
+        };
+        let n = self.count as f64;
+        let per_step = match &self.per_step {
+            Some(p) => Vec::<f64>::try_from(p.f_div_scalar(n)?)?,
+            None => Vec::new(),
+        };
+        Ok(RolloutErrors {
+            per_step,
+            full: sum.f_double_value(&[])? / n,
+        })
+    }
+}

@@ -1,0 +1,244 @@
+//! The `ono` binary end to end: training, kill -9 and resume, errors that leave no corrupt
+//! checkpoint, eval and predict.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
+use ono_train::checkpoint::Checkpoint;
+use tch::{Device, Kind, Tensor};
+
+fn ono() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ono"));
+    c.env("OMP_NUM_THREADS", "1");
+    c
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ono-train-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A smooth-field operator on an s×s grid: y = a blurred, shifted copy of fx plus a product
+/// term; enough structure to learn, nothing to solve.
+fn synthetic_dataset(path: &Path, n_train: i64, n_test: i64, s: i64, seed: i64) {
+    tch::manual_seed(seed);
+    let make = |n: i64| {
+        let coarse = Tensor::randn([n, 1, 4, 4], (Kind::Float, Device::Cpu));
+        let fx = coarse.upsample_bilinear2d([s, s], true, None, None);
+        let blur = fx.avg_pool2d([3, 3], [1, 1], [1, 1], false, true, None::<i64>);
+        let y = &blur * 0.8 + fx.roll([1], [3]) * 0.3 + &fx * &blur * 0.2 + 1.0;
+        let to_points = |t: &Tensor| t.reshape([n, s * s, 1]);
+        Split {
+            fx: to_points(&fx),
+            y: to_points(&y),
+            pos: grid_positions_2d(s, s).unwrap(),
+        }
+    };
+    TensorDataset {
+        train: make(n_train),
+        test: make(n_test),
+        grid: Some(vec![s, s]),
+    }
+    .write(path)
+    .unwrap();
+}
+
+fn config(dir: &Path, data: &str, out: &str, epochs: u64, extra: &str) -> PathBuf {
+    let text = format!(
+        r#"
+seed = 7
+epochs = {epochs}
+batch_size = 4
+threads = 1
+output_dir = "{out}"
+
+[model]
+preset = "darcy"
+[model.overrides]
+n_layers = 2
+n_hidden = 16
+n_head = 2
+psi_dim = 4
+mlp_ratio = 1
+nn_block = "linear_transformer"
+
+[data]
+path = "{data}"
+normalize_x = "unit"
+normalize_y = "unit"
+
+[optimizer]
+lr = 0.003
+
+[checkpoint]
+every_steps = 2
+
+[log]
+every_steps = 1
+panels = 2
+{extra}
+"#
+    );
+    let p = dir.join(format!("{out}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn read_json(path: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn model_and_optimizer(path: &Path) -> Vec<(String, Vec<f64>)> {
+    let c = Checkpoint::load(path).unwrap();
+    c.tensors
+        .iter()
+        .filter(|(k, _)| k.starts_with("model.") || k.starts_with("optim."))
+        .map(|(k, v)| (k.clone(), Vec::<f64>::try_from(v.to_kind(Kind::Double).reshape([-1])).unwrap()))
+        .collect()
+}
+
+#[test]
+fn kill_nine_mid_epoch_then_resume_is_bit_identical() {
+    let dir = temp_dir("resume");
+    synthetic_dataset(&dir.join("data.safetensors"), 40, 8, 8, 1);
+    // Uninterrupted reference run.
+    let cfg_a = config(&dir, "data.safetensors", "a", 4, "");
+    let out = ono().arg("train").arg(&cfg_a).arg("--quiet").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The same run, killed with SIGKILL once a mid-epoch checkpoint exists.
+    let cfg_b = config(&dir, "data.safetensors", "b", 4, "");
+    let mut child = ono()
+        .arg("train")
+        .arg(&cfg_b)
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sidecar = dir.join("b/checkpoints/last.json");
+    let start = Instant::now();
+    loop {
+        if let Some(v) = read_json(&sidecar) {
+            if v["epoch"].as_u64() >= Some(1) && v["batch_in_epoch"].as_u64() > Some(0) {
+                break;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "no mid-epoch checkpoint appeared");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
+    let killed_at = Checkpoint::load(&dir.join("b/checkpoints/last.safetensors")).unwrap().state;
+    let total = 4 * 10;
+    assert!(killed_at.global_step < total, "the child finished before it was killed");
+
+    let out = ono().arg("train").arg(&cfg_b).arg("--resume").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(summary["resumed_at"].as_u64().unwrap() > 0, "{summary}");
+    assert_eq!(summary["steps"].as_u64(), Some(total));
+
+    let a = model_and_optimizer(&dir.join("a/checkpoints/last.safetensors"));
+    let b = model_and_optimizer(&dir.join("b/checkpoints/last.safetensors"));
+    assert_eq!(a.len(), b.len());
+    assert!(a.iter().any(|(k, _)| k.contains("feature_cov")), "EMA buffers are checkpointed");
+    for ((ka, va), (kb, vb)) in a.iter().zip(&b) {
+        assert_eq!(ka, kb);
+        assert!(va == vb, "{ka} differs after resume");
+    }
+    // The recorded history matches too (except wall-clock seconds).
+    let strip = |p: &Path| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.as_object_mut().unwrap().remove("seconds");
+                v
+            })
+            .collect()
+    };
+    let (ma, mb) = (strip(&dir.join("a/metrics.jsonl")), strip(&dir.join("b/metrics.jsonl")));
+    assert_eq!(ma.len(), 4);
+    assert_eq!(ma, mb);
+    // No temporary files survive.
+    for f in std::fs::read_dir(dir.join("b/checkpoints")).unwrap() {
+        let name = f.unwrap().file_name().to_string_lossy().to_string();
+        assert!(!name.contains(".tmp"), "left over: {name}");
+    }
+}
+
+#[test]
+fn bad_configs_missing_data_and_nan_give_clear_errors() {
+    let dir = temp_dir("errors");
+    synthetic_dataset(&dir.join("data.safetensors"), 12, 4, 8, 2);
+    let run = |cfg: &Path, extra: &[&str]| {
+        let out = ono().arg("train").arg(cfg).args(extra).arg("--quiet").output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    // Unknown key, bad value, unknown preset, unknown override: each named.
+    for (extra, key) in [
+        ("[loss]\nalpha = 0.1", "alpha"),
+        ("[schedule]\npct_start = 2.0", "schedule.pct_start"),
+    ] {
+        let cfg = config(&dir, "data.safetensors", "bad", 1, extra);
+        let (ok, err) = run(&cfg, &[]);
+        assert!(!ok && err.contains(key), "{err}");
+    }
+    let cfg = config(&dir, "data.safetensors", "bad", 1, "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("batch_size = 4", "batch_size = 0")).unwrap();
+    let (ok, err) = run(&cfg, &[]);
+    assert!(!ok && err.contains("batch_size"), "{err}");
+    std::fs::write(&cfg, text.replace("n_hidden = 16", "n_hiden = 16")).unwrap();
+    let (ok, err) = run(&cfg, &[]);
+    assert!(!ok && err.contains("model.overrides.n_hiden"), "{err}");
+    std::fs::write(&cfg, text.replace("preset = \"darcy\"", "preset = \"darcyy\"")).unwrap();
+    let (ok, err) = run(&cfg, &[]);
+    assert!(!ok && err.contains("model.preset"), "{err}");
+
+    // Missing data names the file.
+    let cfg = config(&dir, "nowhere.safetensors", "missing", 1, "");
+    let (ok, err) = run(&cfg, &[]);
+    assert!(!ok && err.contains("nowhere.safetensors") && err.contains("does not exist"), "{err}");
+
+    // A diverging run stops at the step whose loss is not finite and writes no checkpoint after it.
+    let cfg = config(
+        &dir,
+        "data.safetensors",
+        "nan",
+        3,
+        "",
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap()
+        .replace("lr = 0.003", "lr = 1e30\nmax_grad_norm = 1e30")
+        .replace("[checkpoint]\nevery_steps = 2", "[checkpoint]\nevery_steps = 1");
+    std::fs::write(&cfg, text).unwrap();
+    let (ok, err) = run(&cfg, &[]);
+    assert!(!ok, "a run with lr 1e30 should not finish");
+    assert!(err.contains("optimizer step") && (err.contains("NaN") || err.contains("inf")), "{err}");
+    if let Ok(c) = Checkpoint::load(&dir.join("nan/checkpoints/last.safetensors")) {
+        for (k, t) in &c.tensors {
+            let finite = t.isfinite().all().int64_value(&[]) == 1;
+            assert!(finite, "checkpoint tensor {k} is not finite");
+        }
+    }
+
+    // A checkpoint that cannot be written: the checkpoint folder is a file.
+    let cfg = config(&dir, "data.safetensors", "blocked", 1, "");
+    std::fs::create_dir_all(dir.join("blocked")).unwrap();
+    std::fs::write(dir.join("blocked/checkpoints"), b"not a folder").unwrap();
+    let (ok, err) = run(&cfg, &[]);
+    assert!(!ok && err.contains("checkpoint"), "{err}");
+
+    // A second `train` into a folder with a run refuses instead of overwriting it.
+    let cfg = config(&dir, "data.safetensors", "twice", 1, "");
+    assert!(run(&cfg, &[]).0);
+    let (ok, err) = run(&cfg, &[]);
+    assert!(!ok && err.contains("--resume"), "{err}");
+}
