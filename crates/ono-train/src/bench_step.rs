@@ -53,7 +53,12 @@ pub struct StepReport {
 /// Σ_b relative L2, plus Darcy's derivative term (α = 0.1) at the Darcy preset; one forward per
 /// step (NS's ten-frame rollout and Plasticity's twenty time steps are one frame / one step here,
 /// as the per-call cost the PyTorch figure was measured on).
-pub fn bench_step(preset: Preset, steps: usize, warmup: usize, device: Device) -> Result<StepReport> {
+pub fn bench_step(
+    preset: Preset,
+    steps: usize,
+    warmup: usize,
+    device: Device,
+) -> Result<StepReport> {
     if steps == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
     }

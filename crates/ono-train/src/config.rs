@@ -323,18 +323,27 @@ impl TrainConfig {
             return Err(Error::config("threads", "must be ≥ 0"));
         }
         self.device()?;
-        for (k, v) in [("data.ntrain", self.data.ntrain), ("data.ntest", self.data.ntest)] {
+        for (k, v) in [
+            ("data.ntrain", self.data.ntrain),
+            ("data.ntest", self.data.ntest),
+        ] {
             if matches!(v, Some(n) if n <= 0) {
                 return Err(Error::config(k, "must be positive"));
             }
         }
         let a = self.loss.derivative_alpha;
         if !(a.is_finite() && a >= 0.0) {
-            return Err(Error::config("loss.derivative_alpha", "must be finite and ≥ 0"));
+            return Err(Error::config(
+                "loss.derivative_alpha",
+                "must be finite and ≥ 0",
+            ));
         }
         if let Some(m) = self.optimizer.max_grad_norm {
             if !(m.is_finite() && m > 0.0) {
-                return Err(Error::config("optimizer.max_grad_norm", "must be finite and positive"));
+                return Err(Error::config(
+                    "optimizer.max_grad_norm",
+                    "must be finite and positive",
+                ));
             }
         }
         self.optimizer.adamw().validate()?;

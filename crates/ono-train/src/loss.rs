@@ -142,7 +142,13 @@ pub fn darcy_loss(pred: &Tensor, truth: &Tensor, s: i64, alpha: f64) -> Result<T
 ///
 /// # Shapes
 /// - `pred`, `u`, `du`: (B, n); `h` = 1/n-grid step of the subsampled grid
-pub fn galerkin_h1_loss_1d(pred: &Tensor, u: &Tensor, du: &Tensor, h: f64, gamma: f64) -> Result<Tensor> {
+pub fn galerkin_h1_loss_1d(
+    pred: &Tensor,
+    u: &Tensor,
+    du: &Tensor,
+    h: f64,
+    gamma: f64,
+) -> Result<Tensor> {
     let sz = pred.size();
     if sz.len() != 2 || u.size() != sz || du.size() != sz || sz[1] < 3 {
         return Err(Error::Shape {
@@ -217,7 +223,8 @@ pub fn galerkin_h1_loss_2d(
     if gamma == 0.0 {
         return Ok(l2);
     }
-    let interior = |t: &Tensor| -> Result<Tensor> { Ok(t.f_narrow(1, 1, n - 2)?.f_narrow(2, 1, n - 2)?) };
+    let interior =
+        |t: &Tensor| -> Result<Tensor> { Ok(t.f_narrow(1, 1, n - 2)?.f_narrow(2, 1, n - 2)?) };
     // ∇ₕû on the interior: x along columns (dim 2), y along rows (dim 1), as the reference's
     // central differences on the meshgrid layout.
     let dx = pred
@@ -284,7 +291,9 @@ impl MetricSum {
     /// # Shapes
     /// - `pred`, `truth`: (B, ...)
     pub fn add(&mut self, pred: &Tensor, truth: &Tensor) -> Result<()> {
-        let s = relative_l2(pred, truth, Reduction::Sum)?.f_detach()?.f_to_kind(Kind::Double)?;
+        let s = relative_l2(pred, truth, Reduction::Sum)?
+            .f_detach()?
+            .f_to_kind(Kind::Double)?;
         self.sum = Some(match self.sum.take() {
             Some(a) => a.f_add(&s)?,
             None => s,
@@ -301,10 +310,16 @@ impl MetricSum {
         let t = *pred.size().last().unwrap_or(&0);
         let steps = (0..t)
             .map(|i| {
-                relative_l2(&pred.f_select(-1, i)?, &truth.f_select(-1, i)?, Reduction::Sum)
+                relative_l2(
+                    &pred.f_select(-1, i)?,
+                    &truth.f_select(-1, i)?,
+                    Reduction::Sum,
+                )
             })
             .collect::<Result<Vec<_>>>()?;
-        let steps = Tensor::f_stack(&steps, 0)?.f_detach()?.f_to_kind(Kind::Double)?;
+        let steps = Tensor::f_stack(&steps, 0)?
+            .f_detach()?
+            .f_to_kind(Kind::Double)?;
         self.per_step = Some(match self.per_step.take() {
             Some(a) => a.f_add(&steps)?,
             None => steps,

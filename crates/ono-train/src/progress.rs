@@ -27,7 +27,8 @@ impl Progress {
     /// A bar when stderr is a terminal, lines otherwise.
     pub fn auto(total_steps: u64, done: u64) -> Self {
         if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr());
+            let bar =
+                ProgressBar::with_draw_target(Some(total_steps), ProgressDrawTarget::stderr());
             let style = ProgressStyle::with_template(
                 "{prefix} [{bar:30}] {pos}/{len} {msg} {per_sec} ETA {eta}",
             )

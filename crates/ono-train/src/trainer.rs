@@ -22,7 +22,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
-use crate::config::{Regime, ReductionName, ScheduleKind, TrainConfig};
+use crate::config::{ReductionName, Regime, ScheduleKind, TrainConfig};
 use crate::loss::{self, MetricSum, RolloutErrors};
 use crate::one_cycle::OneCycle;
 use crate::progress::Progress;
@@ -79,10 +79,12 @@ impl Predictor {
         ono_nn::weights::copy_into(&vs, &model_tensors, false, path)?;
         let x_norm = Normalizer::from_tensors(st.normalize_x, "norm.x.", &ckpt.tensors)?;
         let y_norm = Normalizer::from_tensors(st.normalize_y, "norm.y.", &ckpt.tensors)?;
-        let regime: Regime = serde_json::from_value(st.config["data"]["regime"].clone())
-            .map_err(|e| Error::Checkpoint {
-                path: path.to_path_buf(),
-                msg: format!("regime: {e}"),
+        let regime: Regime =
+            serde_json::from_value(st.config["data"]["regime"].clone()).map_err(|e| {
+                Error::Checkpoint {
+                    path: path.to_path_buf(),
+                    msg: format!("regime: {e}"),
+                }
             })?;
         let kind = model_kind(&vs);
         Ok((
@@ -104,8 +106,12 @@ impl Predictor {
         let _g = tch::no_grad_guard();
         let fx = self.x_norm.encode(fx)?;
         match self.regime {
-            Regime::Steady => Ok(self.y_norm.decode(&self.model.forward(pos, &fx, None, false)?)?),
-            Regime::Autoregressive => rollout(&self.model, pos, &fx, t_out, None, false).map(|(p, _)| p),
+            Regime::Steady => Ok(self
+                .y_norm
+                .decode(&self.model.forward(pos, &fx, None, false)?)?),
+            Regime::Autoregressive => {
+                rollout(&self.model, pos, &fx, t_out, None, false).map(|(p, _)| p)
+            }
             Regime::PerTimeStep => per_step_predictions(&self.model, &self.y_norm, pos, &fx, t_out),
         }
     }
@@ -159,13 +165,24 @@ fn rollout(
 }
 
 /// Every time step of a per-time-step model, t = linspace(0, 1, T). Returns (B, N, C, T).
-fn per_step_predictions(model: &Ono, y_norm: &Normalizer, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor> {
+fn per_step_predictions(
+    model: &Ono,
+    y_norm: &Normalizer,
+    pos: &Tensor,
+    fx: &Tensor,
+    steps: i64,
+) -> Result<Tensor> {
     let b = fx.size()[0];
     let times = time_grid(steps, fx.kind(), fx.device())?;
     let preds = (0..steps)
         .map(|k| {
-            let t = times.f_narrow(0, k, 1)?.f_expand([b], false)?.f_reshape([b, 1])?;
-            y_norm.decode(&model.forward(pos, fx, Some(&t), false)?).map_err(Error::from)
+            let t = times
+                .f_narrow(0, k, 1)?
+                .f_expand([b], false)?
+                .f_reshape([b, 1])?;
+            y_norm
+                .decode(&model.forward(pos, fx, Some(&t), false)?)
+                .map_err(Error::from)
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(Tensor::f_stack(&preds, -1)?)
@@ -233,7 +250,11 @@ impl Trainer {
         if cfg.threads > 0 {
             tch::set_num_threads(cfg.threads);
         }
-        let kind = if cfg.double { Kind::Double } else { Kind::Float };
+        let kind = if cfg.double {
+            Kind::Double
+        } else {
+            Kind::Float
+        };
         let paths = RunPaths::new(&cfg.output_dir);
         let last = paths.checkpoints.join("last.safetensors");
         let ckpt = if resume && last.exists() {
@@ -256,11 +277,17 @@ impl Trainer {
             e => Error::DataCrate(e),
         })?;
         let train = match cfg.data.ntrain {
-            Some(n) => data.train.take(n).map_err(|e| Error::config("data.ntrain", e.to_string()))?,
+            Some(n) => data
+                .train
+                .take(n)
+                .map_err(|e| Error::config("data.ntrain", e.to_string()))?,
             None => data.train,
         };
         let test = match cfg.data.ntest {
-            Some(n) => data.test.take(n).map_err(|e| Error::config("data.ntest", e.to_string()))?,
+            Some(n) => data
+                .test
+                .take(n)
+                .map_err(|e| Error::config("data.ntest", e.to_string()))?,
             None => data.test,
         };
         let ysz = train.y.size();
@@ -276,7 +303,8 @@ impl Trainer {
             }
         }
         if cfg.data.regime == Regime::Autoregressive
-            && (cfg.data.normalize_x != NormalizerKind::None || cfg.data.normalize_y != NormalizerKind::None)
+            && (cfg.data.normalize_x != NormalizerKind::None
+                || cfg.data.normalize_y != NormalizerKind::None)
         {
             return Err(Error::config(
                 "data.normalize_x",
@@ -286,14 +314,22 @@ impl Trainer {
         if cfg.data.regime == Regime::Autoregressive && train.fx.size()[2] % ysz[2] != 0 {
             return Err(Error::config(
                 "data.regime",
-                format!("autoregressive inputs must be whole frames: fx has {} channels, a frame {}", train.fx.size()[2], ysz[2]),
+                format!(
+                    "autoregressive inputs must be whole frames: fx has {} channels, a frame {}",
+                    train.fx.size()[2],
+                    ysz[2]
+                ),
             ));
         }
         loss::check_targets(&train.y, "training targets")?;
         loss::check_targets(&test.y, "test targets")?;
         if cfg.loss.derivative_alpha > 0.0 {
             match &data.grid {
-                Some(g) if g.len() == 2 && g[0] == g[1] && ysz[2] == 1 && cfg.data.regime == Regime::Steady => {}
+                Some(g)
+                    if g.len() == 2
+                        && g[0] == g[1]
+                        && ysz[2] == 1
+                        && cfg.data.regime == Regime::Steady => {}
                 _ => {
                     return Err(Error::config(
                         "loss.derivative_alpha",
@@ -406,6 +442,11 @@ impl Trainer {
         })
     }
 
+    /// The configuration.
+    pub fn config(&self) -> &TrainConfig {
+        &self.cfg
+    }
+
     /// The model.
     pub fn model(&self) -> &Ono {
         &self.model
@@ -476,7 +517,10 @@ impl Trainer {
                     progress.update(epoch, epochs, step, mean, lr);
                 }
                 let every = self.cfg.checkpoint.every_steps;
-                if every > 0 && self.state.batch_in_epoch % every == 0 && (self.state.batch_in_epoch as usize) < batches.len() {
+                if every > 0
+                    && self.state.batch_in_epoch % every == 0
+                    && (self.state.batch_in_epoch as usize) < batches.len()
+                {
                     self.flush_losses()?;
                     self.state.epoch_seconds = seconds_before + started.elapsed().as_secs_f64();
                     self.save("last")?;
@@ -484,7 +528,11 @@ impl Trainer {
             }
             self.flush_losses()?;
             let due = (epoch + 1) % self.cfg.log.eval_every_epochs == 0 || epoch + 1 == epochs;
-            let test = if due { Some(self.evaluate_test()?) } else { None };
+            let test = if due {
+                Some(self.evaluate_test()?)
+            } else {
+                None
+            };
             let record = EpochRecord {
                 epoch,
                 step: self.state.global_step,
@@ -498,7 +546,9 @@ impl Trainer {
                 "epoch {}/{epochs}: train loss {:.4e}, test rel L2 {}, {:.1} s",
                 epoch + 1,
                 record.train_loss,
-                record.test_rel_l2.map_or("-".into(), |v| format!("{v:.4e}")),
+                record
+                    .test_rel_l2
+                    .map_or("-".into(), |v| format!("{v:.4e}")),
                 record.seconds
             ));
             let improved = match (record.test_rel_l2, self.state.best) {
@@ -554,7 +604,12 @@ impl Trainer {
             Regime::Steady => {
                 let loss = self.steady_loss(&batch)?;
                 self.optimize(&loss, clip)?;
-                self.pending.push(PendingLoss { loss: loss.f_detach()?, step, batch: b, new_samples: b });
+                self.pending.push(PendingLoss {
+                    loss: loss.f_detach()?,
+                    step,
+                    batch: b,
+                    new_samples: b,
+                });
             }
             Regime::Autoregressive => {
                 let (_, loss) = rollout(
@@ -568,12 +623,20 @@ impl Trainer {
                 let loss = loss.ok_or_else(|| Error::Data("a rollout of zero steps".into()))?;
                 let loss = self.reduce(loss, b)?;
                 self.optimize(&loss, clip)?;
-                self.pending.push(PendingLoss { loss: loss.f_detach()?, step, batch: b, new_samples: b });
+                self.pending.push(PendingLoss {
+                    loss: loss.f_detach()?,
+                    step,
+                    batch: b,
+                    new_samples: b,
+                });
             }
             Regime::PerTimeStep => {
                 // An independent permutation of the time steps per sample (the reference collate).
                 let t = self.time_steps;
-                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(self.cfg.seed, step.wrapping_add(1 << 41)));
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(
+                    self.cfg.seed,
+                    step.wrapping_add(1 << 41),
+                ));
                 let perms: Vec<i64> = (0..b)
                     .flat_map(|_| {
                         let mut p: Vec<i64> = (0..t).collect();
@@ -581,7 +644,9 @@ impl Trainer {
                         p
                     })
                     .collect();
-                let perms = Tensor::from_slice(&perms).f_view([b, t])?.f_to_device(self.device)?;
+                let perms = Tensor::from_slice(&perms)
+                    .f_view([b, t])?
+                    .f_to_device(self.device)?;
                 let times = time_grid(t, self.kind, self.device)?;
                 let (n, c) = (batch.y.size()[1], batch.y.size()[2]);
                 for k in 0..t {
@@ -589,11 +654,24 @@ impl Trainer {
                     let t_in = times.f_index_select(0, &tk)?.f_reshape([b, 1])?;
                     let gather = tk.f_view([b, 1, 1, 1])?.f_expand([b, n, c, 1], false)?;
                     let target = batch.y.f_gather(3, &gather, false)?.f_squeeze_dim(3)?;
-                    let pred = self.y_norm.decode(&self.model.forward(&batch.pos, &batch.fx, Some(&t_in), true)?)?;
-                    let loss = self.reduce(loss::relative_l2(&pred, &target, ono_nn::loss::Reduction::Sum)?, b)?;
+                    let pred = self.y_norm.decode(&self.model.forward(
+                        &batch.pos,
+                        &batch.fx,
+                        Some(&t_in),
+                        true,
+                    )?)?;
+                    let loss = self.reduce(
+                        loss::relative_l2(&pred, &target, ono_nn::loss::Reduction::Sum)?,
+                        b,
+                    )?;
                     self.optimize(&loss, clip)?;
                     // Reported per sample and time step.
-                    self.pending.push(PendingLoss { loss: loss.f_detach()?.f_div_scalar(t as f64)?, step, batch: b, new_samples: if k == 0 { b } else { 0 } });
+                    self.pending.push(PendingLoss {
+                        loss: loss.f_detach()?.f_div_scalar(t as f64)?,
+                        step,
+                        batch: b,
+                        new_samples: if k == 0 { b } else { 0 },
+                    });
                 }
             }
         }
@@ -601,7 +679,9 @@ impl Trainer {
     }
 
     fn steady_loss(&self, batch: &Batch) -> Result<Tensor> {
-        let pred = self.y_norm.decode(&self.model.forward(&batch.pos, &batch.fx, None, true)?)?;
+        let pred = self
+            .y_norm
+            .decode(&self.model.forward(&batch.pos, &batch.fx, None, true)?)?;
         let b = pred.size()[0];
         let alpha = self.cfg.loss.derivative_alpha;
         let loss = match (&self.grid, alpha > 0.0) {
@@ -633,7 +713,11 @@ impl Trainer {
             return Ok(());
         }
         let vals = Tensor::f_stack(
-            &self.pending.iter().map(|p| p.loss.f_to_kind(Kind::Double)).collect::<Result<Vec<_>, _>>()?,
+            &self
+                .pending
+                .iter()
+                .map(|p| p.loss.f_to_kind(Kind::Double))
+                .collect::<Result<Vec<_>, _>>()?,
             0,
         )?;
         let vals = Vec::<f64>::try_from(vals)?;
@@ -702,7 +786,10 @@ impl Trainer {
 
     fn write_figures(&self) -> Result<()> {
         let h = &self.state.history;
-        let train: Vec<(f64, f64)> = h.iter().map(|r| ((r.epoch + 1) as f64, r.train_loss)).collect();
+        let train: Vec<(f64, f64)> = h
+            .iter()
+            .map(|r| ((r.epoch + 1) as f64, r.train_loss))
+            .collect();
         let test: Vec<(f64, f64)> = h
             .iter()
             .filter_map(|r| r.test_rel_l2.map(|e| ((r.epoch + 1) as f64, e)))
@@ -733,17 +820,47 @@ impl Trainer {
         let pred = {
             let _g = tch::no_grad_guard();
             match self.cfg.data.regime {
-                Regime::Steady => self.y_norm.decode(&self.model.forward(&batch.pos, &batch.fx, None, false)?)?,
-                Regime::Autoregressive => rollout(&self.model, &batch.pos, &batch.fx, self.time_steps, None, false)?.0,
-                Regime::PerTimeStep => per_step_predictions(&self.model, &self.y_norm, &batch.pos, &batch.fx, self.time_steps)?,
+                Regime::Steady => self
+                    .y_norm
+                    .decode(&self.model.forward(&batch.pos, &batch.fx, None, false)?)?,
+                Regime::Autoregressive => {
+                    rollout(
+                        &self.model,
+                        &batch.pos,
+                        &batch.fx,
+                        self.time_steps,
+                        None,
+                        false,
+                    )?
+                    .0
+                }
+                Regime::PerTimeStep => per_step_predictions(
+                    &self.model,
+                    &self.y_norm,
+                    &batch.pos,
+                    &batch.fx,
+                    self.time_steps,
+                )?,
             }
         };
         // First channel (and last time step) of each field, raw input values.
         let last = |t: &Tensor| -> Result<Tensor> {
-            let t = if t.dim() == 4 { t.f_select(3, t.size()[3] - 1)? } else { t.shallow_clone() };
-            Ok(t.f_select(2, 0)?.f_to_kind(Kind::Float)?.f_to_device(Device::Cpu)?.f_contiguous()?)
+            let t = if t.dim() == 4 {
+                t.f_select(3, t.size()[3] - 1)?
+            } else {
+                t.shallow_clone()
+            };
+            Ok(t.f_select(2, 0)?
+                .f_to_kind(Kind::Float)?
+                .f_to_device(Device::Cpu)?
+                .f_contiguous()?)
         };
-        let input = self.x_norm.decode(&batch.fx)?.f_select(2, 0)?.f_to_kind(Kind::Float)?.f_to_device(Device::Cpu)?;
+        let input = self
+            .x_norm
+            .decode(&batch.fx)?
+            .f_select(2, 0)?
+            .f_to_kind(Kind::Float)?
+            .f_to_device(Device::Cpu)?;
         let (input, truth, pred) = (
             Vec::<f32>::try_from(input.f_reshape([-1])?)?,
             Vec::<f32>::try_from(last(&batch.y)?.f_reshape([-1])?)?,
@@ -815,7 +932,10 @@ fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
 /// Normalized inputs of a split for [`evaluate`] (exposed for `ono eval`).
 pub fn normalized(split: &Split, x_norm: &Normalizer, device: Device, kind: Kind) -> Result<Split> {
     Ok(Split {
-        fx: x_norm.encode(&split.fx)?.f_to_device(device)?.f_to_kind(kind)?,
+        fx: x_norm
+            .encode(&split.fx)?
+            .f_to_device(device)?
+            .f_to_kind(kind)?,
         y: split.y.f_to_device(device)?.f_to_kind(kind)?,
         pos: split.pos.f_to_device(device)?.f_to_kind(kind)?,
     })
