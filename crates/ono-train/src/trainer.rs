@@ -495,7 +495,8 @@ impl Trainer {
             let mut lr = 0.0;
             while (self.state.batch_in_epoch as usize) < batches.len() {
                 let idx = batches[self.state.batch_in_epoch as usize];
-                lr = match self.train_batch(idx) {
+                // Gradients on even when the caller runs inside `no_grad`.
+                lr = match tch::with_grad(|| self.train_batch(idx)) {
                     Ok(lr) => lr,
                     Err(e) => {
                         // A non-finite loss read now explains the failure better than the

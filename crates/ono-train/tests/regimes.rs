@@ -1,0 +1,221 @@
+//! The autoregressive (NS2d) and per-time-step (Plasticity) regimes through the library API.
+
+use std::path::{Path, PathBuf};
+
+use ono_data::dataset::{Split, TensorDataset};
+use ono_train::config::TrainConfig;
+use ono_train::progress::Progress;
+use ono_train::trainer::{Predictor, Trainer};
+use tch::{Device, Kind, Tensor};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ono-regime-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn positions(n: i64) -> Tensor {
+    Tensor::linspace(0.0, 1.0, n, (Kind::Float, Device::Cpu)).view([1, n, 1])
+}
+
+/// Frames of a damped travelling wave: each frame is the previous one shifted and scaled.
+fn wave_dataset(path: &Path, s: i64, n: i64, t_in: i64, t_out: i64) {
+    let make = |s: i64| {
+        let phase = Tensor::rand([s, 1, 1], (Kind::Float, Device::Cpu)) * 6.28;
+        let x = Tensor::linspace(0.0, 6.28, n, (Kind::Float, Device::Cpu)).view([1, n, 1]);
+        let frames: Vec<Tensor> = (0..t_in + t_out)
+            .map(|k| ((&x + &phase + 0.3 * k as f64).sin() + 1.5) * 0.95f64.powi(k as i32))
+            .collect();
+        let all = Tensor::cat(&frames, 2); // (S, N, T)
+        Split {
+            fx: all.narrow(2, 0, t_in),
+            y: all.narrow(2, t_in, t_out).unsqueeze(2), // (S, N, 1, T)
+            pos: positions(n),
+        }
+    };
+    TensorDataset {
+        train: make(s),
+        test: make(4),
+        grid: None,
+    }
+    .write(path)
+    .unwrap();
+}
+
+fn config(dir: &Path, data: &str, out: &str, data_extra: &str) -> TrainConfig {
+    let text = format!(
+        r#"
+seed = 1
+epochs = 2
+batch_size = 4
+threads = 1
+output_dir = "{}"
+
+[model]
+preset = "ns2d"
+[model.overrides]
+n_layers = 1
+n_hidden = 16
+n_head = 2
+psi_dim = 4
+
+[data]
+path = "{}"
+{data_extra}
+
+[log]
+panels = 0
+"#,
+        dir.join(out).display(),
+        dir.join(data).display()
+    );
+    TrainConfig::from_toml(&text).unwrap()
+}
+
+#[test]
+fn autoregressive_training_and_free_rollout() {
+    tch::manual_seed(0);
+    let dir = temp_dir("ar");
+    wave_dataset(&dir.join("wave.safetensors"), 12, 32, 3, 4);
+    let mut tr = Trainer::new(
+        config(
+            &dir,
+            "wave.safetensors",
+            "tf",
+            "regime = \"autoregressive\"",
+        ),
+        false,
+    )
+    .unwrap();
+    let s = tr.run(&Progress::Quiet).unwrap();
+    assert_eq!(s.steps, 2 * 3);
+    let h = &tr.state().history;
+    assert_eq!(h.last().unwrap().test_per_step.len(), 4);
+    // The whole-rollout error lies within the per-step errors' range.
+    let per = &h.last().unwrap().test_per_step;
+    let full = h.last().unwrap().test_rel_l2.unwrap();
+    let (lo, hi) = per
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+    assert!(
+        full >= lo * 0.999 && full <= hi * 1.001,
+        "{full} not in [{lo}, {hi}]"
+    );
+
+    // Predict = a sliding window over the model's own frames, written out by hand here.
+    let (p, _) =
+        Predictor::from_checkpoint(&dir.join("tf/checkpoints/last.safetensors"), Device::Cpu)
+            .unwrap();
+    let ds = TensorDataset::read(&dir.join("wave.safetensors")).unwrap();
+    let pos = ds.test.pos.expand([4, -1, -1], false);
+    let got = p.predict(&pos, &ds.test.fx, 4).unwrap();
+    assert_eq!(got.size(), vec![4, 32, 1, 4]);
+    tch::no_grad(|| {
+        let mut window = ds.test.fx.shallow_clone();
+        for t in 0..4 {
+            let f = p.model.forward(&pos, &window, None, false).unwrap();
+            assert_eq!(
+                Vec::<f32>::try_from(f.reshape([-1])).unwrap(),
+                Vec::<f32>::try_from(got.select(3, t).reshape([-1])).unwrap()
+            );
+            window = Tensor::cat(&[window.narrow(2, 1, 2), f], 2);
+        }
+    });
+
+    // Free-running training follows a different trajectory from teacher forcing.
+    let mut free = Trainer::new(
+        config(
+            &dir,
+            "wave.safetensors",
+            "free",
+            "regime = \"autoregressive\"\nteacher_forcing = false",
+        ),
+        false,
+    )
+    .unwrap();
+    free.run(&Progress::Quiet).unwrap();
+    let a = tr.state().history[1].train_loss;
+    let b = free.state().history[1].train_loss;
+    assert_ne!(a, b);
+
+    // Normalizers are refused in this regime, by key.
+    let cfg = config(
+        &dir,
+        "wave.safetensors",
+        "norm",
+        "regime = \"autoregressive\"\nnormalize_x = \"unit\"",
+    );
+    let e = Trainer::new(cfg, false).err().unwrap().to_string();
+    assert!(e.contains("data.normalize_x"), "{e}");
+    // A steady regime on time-series targets is refused.
+    let e = Trainer::new(config(&dir, "wave.safetensors", "steady", ""), false)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("data.regime"), "{e}");
+}
+
+#[test]
+fn per_time_step_training_covers_every_step() {
+    tch::manual_seed(0);
+    let dir = temp_dir("pts");
+    // Plasticity-like: a static input profile, 2 output channels over 5 time steps.
+    let make = |s: i64| {
+        let fx = Tensor::rand([s, 24, 1], (Kind::Float, Device::Cpu)) + 0.5;
+        let t = Tensor::linspace(0.0, 1.0, 5, (Kind::Float, Device::Cpu)).view([1, 1, 1, 5]);
+        let y = Tensor::cat(
+            &[
+                fx.unsqueeze(-1) * (&t + 1.0),
+                fx.unsqueeze(-1).square() - &t,
+            ],
+            2,
+        );
+        Split {
+            fx,
+            y,
+            pos: positions(24),
+        }
+    };
+    TensorDataset {
+        train: make(8),
+        test: make(4),
+        grid: None,
+    }
+    .write(&dir.join("pla.safetensors"))
+    .unwrap();
+    let cfg = config(
+        &dir,
+        "pla.safetensors",
+        "run",
+        "regime = \"per_time_step\"\nnormalize_x = \"unit\"",
+    );
+    let mut tr = Trainer::new(cfg, false).unwrap();
+    assert!(
+        tr.model().config().time_input,
+        "time input is switched on for this regime"
+    );
+    tr.run(&Progress::Quiet).unwrap();
+    // One AdamW step per time step: 2 epochs × 2 batches × 5 steps.
+    let st = &tr.state().optimizer;
+    assert!(
+        st.steps.values().all(|&s| s == 2 * 2 * 5),
+        "{:?}",
+        st.steps.values().next()
+    );
+    assert_eq!(
+        tr.state().global_step,
+        4,
+        "the schedule steps once per batch"
+    );
+    let last = tr.state().history.last().unwrap();
+    assert_eq!(last.test_per_step.len(), 5);
+    let (p, _) =
+        Predictor::from_checkpoint(&dir.join("run/checkpoints/last.safetensors"), Device::Cpu)
+            .unwrap();
+    let ds = TensorDataset::read(&dir.join("pla.safetensors")).unwrap();
+    let pred = p
+        .predict(&ds.test.pos.expand([4, -1, -1], false), &ds.test.fx, 5)
+        .unwrap();
+    assert_eq!(pred.size(), vec![4, 24, 2, 5]);
+}
