@@ -6,6 +6,7 @@ pub mod io;
 pub mod ono;
 pub mod ono_cross;
 pub mod presets;
+pub mod recompute;
 pub mod reference;
 pub mod reference_check;
 

@@ -121,4 +121,31 @@ impl BatchNorm1d {
             true,
         )?)
     }
+
+    /// Training-mode normalization with the batch's statistics, leaving the running statistics
+    /// and `num_batches_tracked` unchanged.
+    ///
+    /// # Shapes
+    /// - `x`: (B, C, L) or (B, C)
+    /// - returns: the shape of `x`
+    pub fn forward_batch_statistics(&self, x: &Tensor) -> Result<Tensor> {
+        let size = x.size();
+        if !(size.len() == 2 || size.len() == 3) || size[1] != self.channels {
+            return Err(Error::Shape {
+                op: "BatchNorm1d",
+                expected: format!("(B, {}, L) or (B, {})", self.channels, self.channels),
+                got: size,
+            });
+        }
+        Ok(x.f_batch_norm(
+            Some(&self.weight),
+            Some(&self.bias),
+            None::<&Tensor>,
+            None::<&Tensor>,
+            true,
+            self.momentum,
+            self.eps,
+            true,
+        )?)
+    }
 }

@@ -130,6 +130,7 @@ impl OrthogonalBlockConfig {
             mlp2,
             whitening: self.whitening,
             query_cov,
+            frozen_statistics: std::cell::Cell::new(false),
         })
     }
 }
@@ -159,9 +160,18 @@ pub struct OrthogonalBlock {
     mlp2: Head,
     whitening: Whitening,
     query_cov: Option<EmaCovariance>,
+    /// Training mode without updating the running statistics: the recomputation pass of
+    /// activation checkpointing must not count a batch twice.
+    frozen_statistics: std::cell::Cell<bool>,
 }
 
 impl OrthogonalBlock {
+    /// While frozen, training-mode passes still normalize with the batch's statistics but leave
+    /// the EMA covariance and BatchNorm's running statistics untouched.
+    pub fn set_statistics_frozen(&self, frozen: bool) {
+        self.frozen_statistics.set(frozen);
+    }
+
     /// One block on both streams. `train` selects the batch covariance (and updates the EMA
     /// buffer, or BatchNorm's running statistics) versus the stored statistics.
     ///
@@ -212,7 +222,9 @@ impl OrthogonalBlock {
     fn whiten_with(&self, ema: &EmaCovariance, psi: &Tensor, train: bool) -> Result<Tensor> {
         let cov = if train {
             let cov = second_moment(psi, None)?;
-            ema.update(&cov)?;
+            if !self.frozen_statistics.get() {
+                ema.update(&cov)?;
+            }
             cov
         } else {
             ema.value()?
@@ -242,9 +254,15 @@ impl OrthogonalBlock {
     pub fn normalize(&self, psi: &Tensor, train: bool) -> Result<Tensor> {
         match &self.norm {
             PsiNorm::Whiten(ema) => self.whiten_with(ema, psi, train),
-            PsiNorm::Batch(bn) => Ok(bn
-                .forward(&psi.f_transpose(1, 2)?, train)?
-                .f_transpose(1, 2)?),
+            PsiNorm::Batch(bn) => {
+                let x = psi.f_transpose(1, 2)?;
+                let y = if train && self.frozen_statistics.get() {
+                    bn.forward_batch_statistics(&x)?
+                } else {
+                    bn.forward(&x, train)?
+                };
+                Ok(y.f_transpose(1, 2)?)
+            }
             PsiNorm::Layer(ln) => ln.forward(psi),
             PsiNorm::None => Ok(psi.shallow_clone()),
         }

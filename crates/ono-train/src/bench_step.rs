@@ -45,6 +45,8 @@ pub struct StepReport {
     pub params: i64,
     /// Torch threads.
     pub threads: i32,
+    /// Whether activations were recomputed per block.
+    pub recompute: bool,
     /// The device.
     pub device: String,
 }
@@ -53,11 +55,15 @@ pub struct StepReport {
 /// Σ_b relative L2, plus Darcy's derivative term (α = 0.1) at the Darcy preset; one forward per
 /// step (NS's ten-frame rollout and Plasticity's twenty time steps are one frame / one step here,
 /// as the per-call cost the PyTorch figure was measured on).
+///
+/// `recompute` trains with per-block activation recomputation
+/// ([`ono_models::Ono::forward_backward_recompute`]): less memory, one more forward per block.
 pub fn bench_step(
     preset: Preset,
     steps: usize,
     warmup: usize,
     device: Device,
+    recompute: bool,
 ) -> Result<StepReport> {
     if steps == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
@@ -87,15 +93,21 @@ pub fn bench_step(
     for i in 0..warmup + steps {
         sync(device);
         let start = Instant::now();
-        let pred = model.forward(&pos, &fx, t.as_ref(), true)?;
-        let l = match square {
-            Some(s) => loss::darcy_loss(&pred, &y, s, 0.1)?,
-            None => loss::relative_l2(&pred, &y, ono_nn::loss::Reduction::Sum)?,
+        let loss_of = |pred: &Tensor| -> ono_models::Result<Tensor> {
+            let l = match square {
+                Some(s) => loss::darcy_loss(pred, &y, s, 0.1),
+                None => loss::relative_l2(pred, &y, ono_nn::loss::Reduction::Sum),
+            };
+            l.map_err(|e| ono_models::Error::Config(e.to_string()))
         };
         opt.zero_grad();
-        l.f_backward()?;
+        if recompute {
+            let _ = model.forward_backward_recompute(&pos, &fx, t.as_ref(), loss_of)?;
+        } else {
+            let pred = model.forward(&pos, &fx, t.as_ref(), true)?;
+            loss_of(&pred)?.f_backward()?;
+        }
         opt.step(Some(0.1))?;
-        drop((pred, l));
         sync(device);
         if i >= warmup {
             times.push(start.elapsed().as_secs_f64());
@@ -112,6 +124,7 @@ pub fn bench_step(
         peak_rss_mb: peak_rss_mb().unwrap_or(f64::NAN),
         params: ono_models::parameter_count(&vs),
         threads: tch::get_num_threads(),
+        recompute,
         device: format!("{device:?}"),
     })
 }

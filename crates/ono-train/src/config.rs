@@ -33,6 +33,10 @@ pub struct TrainConfig {
     /// Train in float64 instead of float32.
     #[serde(default)]
     pub double: bool,
+    /// Recompute each block's activations during the backward pass: peak memory of one block
+    /// instead of all, for one more forward per step (steady regime).
+    #[serde(default)]
+    pub recompute: bool,
     /// Where checkpoints, metrics and figures go (relative paths: to the config file).
     pub output_dir: PathBuf,
     /// The model.
@@ -159,7 +163,7 @@ pub struct OptimizerSection {
     pub betas: (f64, f64),
     /// ε.
     pub eps: f64,
-    /// Global-norm clipping (0.1 in ONO); absent: none.
+    /// Global-norm clipping (0.1 in ONO, the default); 0 turns clipping off.
     pub max_grad_norm: Option<f64>,
 }
 
@@ -339,10 +343,10 @@ impl TrainConfig {
             ));
         }
         if let Some(m) = self.optimizer.max_grad_norm {
-            if !(m.is_finite() && m > 0.0) {
+            if !(m.is_finite() && m >= 0.0) {
                 return Err(Error::config(
                     "optimizer.max_grad_norm",
-                    "must be finite and positive",
+                    "must be finite and ≥ 0 (0 turns clipping off)",
                 ));
             }
         }

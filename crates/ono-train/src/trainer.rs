@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use ono_data::dataset::{epoch_order, mix, Batch, Split, TensorDataset};
+use ono_data::dataset::{epoch_order, mix, Split, TensorDataset};
 use ono_data::normalizer::{Normalizer, NormalizerKind};
 use ono_models::{Ono, OnoConfig};
 use rand::seq::SliceRandom;
@@ -311,6 +311,12 @@ impl Trainer {
                 "the autoregressive regime feeds predictions back as inputs and supports no normalizer (NS2d uses none)",
             ));
         }
+        if cfg.recompute && cfg.data.regime != Regime::Steady {
+            return Err(Error::config(
+                "recompute",
+                "activation recomputation is implemented for the steady regime only",
+            ));
+        }
         if cfg.data.regime == Regime::Autoregressive && train.fx.size()[2] % ysz[2] != 0 {
             return Err(Error::config(
                 "data.regime",
@@ -600,10 +606,27 @@ impl Trainer {
         tch::manual_seed(mix(self.cfg.seed, step.wrapping_add(1 << 40)) as i64);
         let batch = self.train.batch(idx, self.device, self.kind)?;
         let b = idx.len() as i64;
-        let clip = self.cfg.optimizer.max_grad_norm;
+        let clip = self.cfg.optimizer.max_grad_norm.filter(|&m| m > 0.0);
         match self.cfg.data.regime {
+            Regime::Steady if self.cfg.recompute => {
+                self.opt.zero_grad();
+                let loss =
+                    self.model
+                        .forward_backward_recompute(&batch.pos, &batch.fx, None, |out| {
+                            self.steady_loss(out, &batch.y)
+                                .map_err(|e| ono_models::Error::Config(e.to_string()))
+                        })?;
+                self.opt.step(clip)?;
+                self.pending.push(PendingLoss {
+                    loss,
+                    step,
+                    batch: b,
+                    new_samples: b,
+                });
+            }
             Regime::Steady => {
-                let loss = self.steady_loss(&batch)?;
+                let out = self.model.forward(&batch.pos, &batch.fx, None, true)?;
+                let loss = self.steady_loss(&out, &batch.y)?;
                 self.optimize(&loss, clip)?;
                 self.pending.push(PendingLoss {
                     loss: loss.f_detach()?,
@@ -679,15 +702,14 @@ impl Trainer {
         Ok(lr)
     }
 
-    fn steady_loss(&self, batch: &Batch) -> Result<Tensor> {
-        let pred = self
-            .y_norm
-            .decode(&self.model.forward(&batch.pos, &batch.fx, None, true)?)?;
+    /// The steady loss of the model's raw output: decoded, then relative L2 (+ α · derivative).
+    fn steady_loss(&self, out: &Tensor, y: &Tensor) -> Result<Tensor> {
+        let pred = self.y_norm.decode(out)?;
         let b = pred.size()[0];
         let alpha = self.cfg.loss.derivative_alpha;
         let loss = match (&self.grid, alpha > 0.0) {
-            (Some(g), true) => loss::darcy_loss(&pred, &batch.y, g[0], alpha)?,
-            _ => loss::relative_l2(&pred, &batch.y, ono_nn::loss::Reduction::Sum)?,
+            (Some(g), true) => loss::darcy_loss(&pred, y, g[0], alpha)?,
+            _ => loss::relative_l2(&pred, y, ono_nn::loss::Reduction::Sum)?,
         };
         self.reduce(loss, b)
     }

@@ -219,3 +219,41 @@ fn per_time_step_training_covers_every_step() {
         .unwrap();
     assert_eq!(pred.size(), vec![4, 24, 2, 5]);
 }
+
+#[test]
+fn recompute_trains_like_the_plain_path() {
+    tch::manual_seed(0);
+    let dir = temp_dir("recompute");
+    let make = |s: i64| {
+        let fx = Tensor::randn([s, 20, 1], (Kind::Float, Device::Cpu));
+        let y = &fx * 2.0 + fx.square() + 1.0;
+        Split {
+            fx,
+            y,
+            pos: positions(20),
+        }
+    };
+    TensorDataset {
+        train: make(8),
+        test: make(4),
+        grid: None,
+    }
+    .write(&dir.join("s.safetensors"))
+    .unwrap();
+    let run = |out: &str, extra: &str| {
+        let mut cfg = config(&dir, "s.safetensors", out, "normalize_y = \"unit\"");
+        cfg.double = true;
+        cfg.recompute = extra == "recompute";
+        let mut tr = Trainer::new(cfg, false).unwrap();
+        tr.run(&Progress::Quiet).unwrap();
+        let mut vars: Vec<(String, Tensor)> = tr.var_store().variables().into_iter().collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        vars
+    };
+    let plain = run("plain", "");
+    let re = run("re", "recompute");
+    for ((n, a), (_, b)) in plain.iter().zip(&re) {
+        let err = (a - b).abs().max().double_value(&[]);
+        assert!(err < 1e-9, "{n}: {err}");
+    }
+}

@@ -93,6 +93,10 @@ enum Cmd {
         /// cpu, cuda or cuda:N.
         #[arg(long, default_value = "cpu")]
         device: String,
+        /// Recompute each block's activations in the backward pass (less memory, ~1 more
+        /// forward per step).
+        #[arg(long)]
+        recompute: bool,
     },
 }
 
@@ -173,7 +177,8 @@ fn main() -> Result<()> {
             warmup,
             threads,
             device,
-        } => bench_step(&preset, steps, warmup, threads, &device),
+            recompute,
+        } => bench_step(&preset, steps, warmup, threads, &device, recompute),
     }
 }
 
@@ -276,13 +281,14 @@ fn bench_step(
     warmup: usize,
     threads: Option<i32>,
     dev: &str,
+    recompute: bool,
 ) -> Result<()> {
     let preset: Preset = preset.parse()?;
     if let Some(t) = threads {
         anyhow::ensure!(t > 0, "--threads must be positive");
         tch::set_num_threads(t);
     }
-    let report = ono_train::bench_step::bench_step(preset, steps, warmup, device(dev)?)?;
+    let report = ono_train::bench_step::bench_step(preset, steps, warmup, device(dev)?, recompute)?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }

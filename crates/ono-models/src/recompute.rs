@@ -1,0 +1,99 @@
+//! Activation recomputation (gradient checkpointing) for ONO training steps.
+//!
+//! tch has no custom autograd functions, so the checkpointing is done at the step level: a
+//! gradient-free pass keeps only each block's two input streams; the loss is differentiated with
+//! respect to the last block's output; then, from the last block to the first, each block is run
+//! again with gradients and back-propagated with the incoming gradient (∑ out ⊙ g), which
+//! accumulates its parameters' gradients and yields the gradient of its inputs. Peak memory holds
+//! one block's activations instead of all of them, for one extra forward pass per block.
+//!
+//! Training-mode statistics (EMA covariance, BatchNorm running statistics) are updated in the
+//! first pass only: the recomputation runs with them frozen, so a step changes the buffers
+//! exactly as [`Ono::forward`] does. Outputs are bit-identical to the plain path; gradients equal
+//! it up to the order of floating-point accumulation.
+
+use tch::Tensor;
+
+use crate::ono::Ono;
+use crate::{Error, Result};
+
+impl Ono {
+    /// One training forward and backward with per-block recomputation. `loss` maps the model's
+    /// output (B, N, out_dim) to a scalar; its value is returned detached, and every parameter's
+    /// `.grad` holds d loss / d parameter (added to what was there, as `backward` does).
+    ///
+    /// # Shapes
+    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim), `t`: (B, 1) when `time_input`
+    /// - returns: ()
+    pub fn forward_backward_recompute(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        t: Option<&Tensor>,
+        loss: impl FnOnce(&Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let (x0, f0) = tch::with_grad(|| self.encode(pos, fx, t))?;
+        let blocks = self.blocks();
+
+        // Pass 1: no graph, statistics updated; keep every block's inputs.
+        let mut inputs = Vec::with_capacity(blocks.len());
+        let out = tch::no_grad(|| -> Result<Tensor> {
+            let (mut x, mut f) = (x0.f_detach()?, f0.f_detach()?);
+            for block in blocks {
+                let (nx, nf) = block.forward(&x, &f, true)?;
+                inputs.push((x, f));
+                (x, f) = (nx, nf);
+            }
+            Ok(f)
+        })?;
+
+        // The loss on the output, differentiated down to the output only.
+        let out = out.f_detach()?.f_set_requires_grad(true)?;
+        let value = tch::with_grad(|| -> Result<Tensor> {
+            let l = loss(&out)?;
+            if l.numel() != 1 {
+                return Err(Error::Shape {
+                    op: "forward_backward_recompute",
+                    expected: "a scalar loss".into(),
+                    got: l.size(),
+                });
+            }
+            l.f_backward()?;
+            Ok(l.f_detach()?)
+        })?;
+        let mut grad_f = out.grad();
+        let mut grad_x: Option<Tensor> = None;
+
+        // Pass 2: last block first, recomputed with a graph and frozen statistics.
+        for (block, (x, f)) in blocks.iter().zip(inputs).rev() {
+            let x = x.f_set_requires_grad(true)?;
+            let f = f.f_set_requires_grad(true)?;
+            block.set_statistics_frozen(true);
+            let result = tch::with_grad(|| -> Result<()> {
+                let (nx, nf) = block.forward(&x, &f, true)?;
+                let mut s = nf.f_mul(&grad_f)?.f_sum(nf.kind())?;
+                if let Some(gx) = &grad_x {
+                    s = s.f_add(&nx.f_mul(gx)?.f_sum(nx.kind())?)?;
+                }
+                s.f_backward()?;
+                Ok(())
+            });
+            block.set_statistics_frozen(false);
+            result?;
+            grad_f = f.grad();
+            let gx = x.grad();
+            grad_x = gx.defined().then_some(gx);
+        }
+
+        // Finally the encoder, which kept its graph.
+        tch::with_grad(|| -> Result<()> {
+            let mut s = f0.f_mul(&grad_f)?.f_sum(f0.kind())?;
+            if let Some(gx) = &grad_x {
+                s = s.f_add(&x0.f_mul(gx)?.f_sum(x0.kind())?)?;
+            }
+            s.f_backward()?;
+            Ok(())
+        })?;
+        Ok(value)
+    }
+}
