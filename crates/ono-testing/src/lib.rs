@@ -276,6 +276,14 @@ pub fn assert_libtorch_linked() {
     );
 }
 
+/// The repository's reference fixtures (`fixtures/` at the workspace root), or `ONO_FIXTURES`.
+pub fn fixtures_dir() -> std::path::PathBuf {
+    match std::env::var_os("ONO_FIXTURES") {
+        Some(dir) => dir.into(),
+        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,13 +374,5 @@ mod tests {
             assert_eq!(t.device(), dev);
             assert_close(&t.sum(Kind::Float), &Tensor::from(3.0f32), 0.0, 0.0);
         }
-    }
-}
-
-/// The repository's reference fixtures (`fixtures/` at the workspace root), or `ONO_FIXTURES`.
-pub fn fixtures_dir() -> std::path::PathBuf {
-    match std::env::var_os("ONO_FIXTURES") {
-        Some(dir) => dir.into(),
-        None => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures"),
     }
 }

@@ -453,7 +453,7 @@ fn update(
     let bias2_sqrt = (1.0 - b2.powf(step as f64)).sqrt();
     let second = match max_exp_avg_sq {
         Some(m) => {
-            let _ = m.f_copy_(&m.f_maximum(exp_avg_sq)?)?;
+            m.f_copy_(&m.f_maximum(exp_avg_sq)?)?;
             m.shallow_clone()
         }
         None => exp_avg_sq.shallow_clone(),

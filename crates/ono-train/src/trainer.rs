@@ -367,7 +367,7 @@ impl Trainer {
         let test = to_dev(test)?;
 
         let model_cfg = match &ckpt {
-            Some(c) => c.state.model.clone(),
+            Some(c) => c.state.model,
             None => {
                 let mut m = cfg.model_config(train.pos.size()[2], train.fx.size()[2], ysz[2])?;
                 m.time_input = cfg.data.regime == Regime::PerTimeStep;

@@ -175,7 +175,9 @@ pub fn nystrom(
     let attn2 = sim2.f_softmax(-1, q.kind())?;
     let attn3 = sim3.f_softmax(-1, q.kind())?;
     let attn2_inv = moore_penrose_pinv(&attn2, cfg.pinv_iterations)?;
-    let out = attn1.f_matmul(&attn2_inv)?.f_matmul(&attn3.f_matmul(&v)?)?;
+    // attn1 (attn2⁺ (attn3 v)) instead of the reference's (attn1 attn2⁺)(attn3 v): the same
+    // product, but N·m·d instead of N·m² multiply-adds (at N = 7225, m = 256, d = 16: 16× fewer).
+    let out = attn1.f_matmul(&attn2_inv.f_matmul(&attn3.f_matmul(&v)?)?)?;
     Ok(out.f_narrow(2, pad, n)?)
 }
 
