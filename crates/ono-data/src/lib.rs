@@ -1,11 +1,13 @@
 //! Benchmark data: readers for the original dataset files, normalizers, batching of grids and
 //! point clouds, and PDE data generators. Depends on no model crate.
 
+pub mod array;
 pub mod darcy;
 pub mod dataset;
 mod error;
 pub mod grf;
 pub mod normalizer;
+pub mod readers;
 
 pub use error::{Error, Result};
 

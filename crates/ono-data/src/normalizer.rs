@@ -1,6 +1,5 @@
-//! Normalizers fitted on the training split: ONO's global `UnitTransformer` (one scalar mean and
-//! unbiased std + 1e-8), per-channel variants, and FNO's pointwise `UnitGaussianNormalizer`
-//! (eps 1e-5).
+//! Normalizers fitted on the training split: ONO's `UnitTransformer` (mean and unbiased std + 1e-8
+//! over samples and points, per channel) and FNO's pointwise `UnitGaussianNormalizer` (eps 1e-5).
 
 use std::collections::BTreeMap;
 
@@ -16,11 +15,10 @@ pub enum NormalizerKind {
     /// Identity.
     #[default]
     None,
-    /// ONO's `UnitTransformer`: one mean and std over every value (std unbiased, + 1e-8).
+    /// ONO's / GNOT's `UnitTransformer`: mean and std over samples and points (dims 0 and 1,
+    /// kept), i.e. one pair per channel; std unbiased, + 1e-8.
     Unit,
-    /// One mean and std per channel (last axis of (S, N, C)), unbiased, + 1e-8.
-    UnitPerChannel,
-    /// FNO's `UnitGaussianNormalizer`: mean and std per point and channel over samples,
+    /// FNO's `UnitGaussianNormalizer`: mean and std per point and channel over samples (dim 0),
     /// std unbiased, eps 1e-5 added to the std.
     Gaussian,
 }
@@ -51,33 +49,9 @@ impl Normalizer {
                 Tensor::f_ones([1], (k, train.device()))?,
             ),
             NormalizerKind::Unit => (
-                train.f_mean(k)?.f_reshape([1])?,
-                train.f_std(true)?.f_add_scalar(1e-8)?.f_reshape([1])?,
+                train.f_mean_dim(&[0i64, 1][..], true, k)?,
+                train.f_std_dim(&[0i64, 1][..], true, true)?.f_add_scalar(1e-8)?,
             ),
-            NormalizerKind::UnitPerChannel => {
-                let c = sz[2];
-                let moved = train
-                    .f_movedim(&[2i64][..], &[0i64][..])?
-                    .f_reshape([c, -1])?;
-                let shape: Vec<i64> = std::iter::once(1)
-                    .chain(std::iter::once(1))
-                    .chain(
-                        sz[2..]
-                            .iter()
-                            .enumerate()
-                            .map(|(i, &d)| if i == 0 { d } else { 1 }),
-                    )
-                    .collect();
-                (
-                    moved
-                        .f_mean_dim(&[1i64][..], false, k)?
-                        .f_reshape(shape.as_slice())?,
-                    moved
-                        .f_std_dim(&[1i64][..], true, false)?
-                        .f_add_scalar(1e-8)?
-                        .f_reshape(shape.as_slice())?,
-                )
-            }
             NormalizerKind::Gaussian => (
                 train.f_mean_dim(&[0i64][..], true, k)?,
                 train

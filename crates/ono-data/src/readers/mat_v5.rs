@@ -1,0 +1,1 @@
+//! MATLAB v5 MAT-files (in progress).

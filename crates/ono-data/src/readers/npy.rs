@@ -1,0 +1,1 @@
+//! .npy / .npz (in progress).
