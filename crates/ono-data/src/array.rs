@@ -77,7 +77,9 @@ impl ArrayData {
 
     /// Every element as f64 (exact for every type but the largest 64-bit integers).
     pub fn to_f64(&self) -> Vec<f64> {
-        each_variant!(self, v => v.iter().map(|&x| x as f64).collect())
+        #[allow(clippy::unnecessary_cast)] // the F64 arm
+        let out = each_variant!(self, v => v.iter().map(|&x| x as f64).collect());
+        out
     }
 
     /// A new buffer with the elements at `order` (a permutation of the indices).
@@ -129,7 +131,11 @@ impl NamedArray {
 
     /// An array whose data are in column-major (Fortran, MATLAB) order of `shape`: reordered to
     /// row-major once, here, so that `a[i, j, k]` means what it means in MATLAB and numpy.
-    pub fn from_fortran(name: impl Into<String>, shape: Vec<usize>, data: ArrayData) -> Result<Self> {
+    pub fn from_fortran(
+        name: impl Into<String>,
+        shape: Vec<usize>,
+        data: ArrayData,
+    ) -> Result<Self> {
         let arr = Self::new(name, shape, data)?;
         if arr.shape.len() < 2 {
             return Ok(arr);
@@ -174,14 +180,20 @@ impl NamedArray {
             ArrayData::I16(v) => Tensor::from_slice(v),
             ArrayData::I8(v) => Tensor::from_slice(v),
             ArrayData::U8(v) => Tensor::from_slice(v),
-            ArrayData::U16(v) => Tensor::from_slice(&v.iter().map(|&x| x as i64).collect::<Vec<_>>()),
-            ArrayData::U32(v) => Tensor::from_slice(&v.iter().map(|&x| x as i64).collect::<Vec<_>>()),
+            ArrayData::U16(v) => {
+                Tensor::from_slice(&v.iter().map(|&x| x as i64).collect::<Vec<_>>())
+            }
+            ArrayData::U32(v) => {
+                Tensor::from_slice(&v.iter().map(|&x| x as i64).collect::<Vec<_>>())
+            }
             ArrayData::U64(v) => {
                 let w: Vec<i64> = v
                     .iter()
                     .map(|&x| i64::try_from(x))
                     .collect::<std::result::Result<_, _>>()
-                    .map_err(|_| Error::Invalid(format!("array `{}`: uint64 value above int64", self.name)))?;
+                    .map_err(|_| {
+                        Error::Invalid(format!("array `{}`: uint64 value above int64", self.name))
+                    })?;
                 Tensor::from_slice(&w)
             }
         };

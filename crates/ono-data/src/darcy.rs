@@ -195,6 +195,17 @@ impl DarcyConfig {
     /// [`sample_rng`]`(seed, i)`, so the data depend only on `(seed, i)` and not on the number of
     /// worker threads (one per available core). The first failing sample's error is returned.
     pub fn generate(&self, n: usize, seed: u64) -> Result<(Array3<f64>, Array3<f64>)> {
+        self.generate_range(0, n, seed)
+    }
+
+    /// Samples `start..start + n` of `seed` (what [`DarcyConfig::generate`] returns for those
+    /// indices), so that long runs can report progress chunk by chunk.
+    pub fn generate_range(
+        &self,
+        start: usize,
+        n: usize,
+        seed: u64,
+    ) -> Result<(Array3<f64>, Array3<f64>)> {
         self.validate()?;
         let k = self.resolution;
         let mut coeffs = Array3::<f64>::zeros((n, k, k));
@@ -221,7 +232,7 @@ impl DarcyConfig {
                             if i >= n {
                                 break;
                             }
-                            let r = self.sample_with(&sampler, &solver, seed, i as u64);
+                            let r = self.sample_with(&sampler, &solver, seed, (start + i) as u64);
                             if r.is_err() {
                                 failed.store(true, Ordering::Relaxed);
                             }
@@ -1184,4 +1195,18 @@ impl DarcyConfig {
             grid: Some(vec![k, k]),
         })
     }
+}
+
+/// Writes `coeff` and `sol` (n, K, K) as the published files hold them: a MAT v5 file with the
+/// variables `coeff` and `sol`, compressed as MATLAB's `save`, atomically.
+pub fn write_mat(path: &std::path::Path, coeff: &Array3<f64>, sol: &Array3<f64>) -> Result<()> {
+    use crate::array::{ArrayData, NamedArray};
+    let arr = |name: &str, a: &Array3<f64>| {
+        NamedArray::new(
+            name,
+            a.shape().to_vec(),
+            ArrayData::F64(a.iter().copied().collect()),
+        )
+    };
+    crate::readers::mat_v5::write(path, &[arr("coeff", coeff)?, arr("sol", sol)?], true)
 }

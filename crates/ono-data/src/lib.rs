@@ -2,11 +2,16 @@
 //! point clouds, and PDE data generators. Depends on no model crate.
 
 pub mod array;
+pub mod benchmarks;
+pub mod burgers;
 pub mod darcy;
 pub mod dataset;
 mod error;
+pub mod gnot;
 pub mod grf;
+pub mod navier_stokes;
 pub mod normalizer;
+pub mod point_cloud;
 pub mod readers;
 
 pub use error::{Error, Result};

@@ -50,7 +50,9 @@ impl Normalizer {
             ),
             NormalizerKind::Unit => (
                 train.f_mean_dim(&[0i64, 1][..], true, k)?,
-                train.f_std_dim(&[0i64, 1][..], true, true)?.f_add_scalar(1e-8)?,
+                train
+                    .f_std_dim(&[0i64, 1][..], true, true)?
+                    .f_add_scalar(1e-8)?,
             ),
             NormalizerKind::Gaussian => (
                 train.f_mean_dim(&[0i64][..], true, k)?,
@@ -59,6 +61,25 @@ impl Normalizer {
                     .f_add_scalar(1e-5)?,
             ),
         };
+        if std.f_gt(0.0)?.f_all()?.f_int64_value(&[])? == 0 {
+            return Err(Error::Invalid(
+                "normalizer: a standard deviation is zero or NaN".into(),
+            ));
+        }
+        Ok(Self { kind, mean, std })
+    }
+
+    /// A normalizer from statistics computed elsewhere — for ragged point clouds, whose points
+    /// cannot be stacked into the (S, N, C) tensor [`Normalizer::fit`] takes. `mean` and `std`
+    /// must have one shape (broadcastable against the data, e.g. (C,)); every std must be > 0.
+    pub fn from_stats(kind: NormalizerKind, mean: Tensor, std: Tensor) -> Result<Self> {
+        if mean.size() != std.size() {
+            return Err(Error::Shape {
+                op: "Normalizer::from_stats",
+                expected: format!("std of the mean's shape {:?}", mean.size()),
+                got: std.size(),
+            });
+        }
         if std.f_gt(0.0)?.f_all()?.f_int64_value(&[])? == 0 {
             return Err(Error::Invalid(
                 "normalizer: a standard deviation is zero or NaN".into(),

@@ -61,6 +61,8 @@ pub struct TrainState {
     pub config: serde_json::Value,
     /// The model configuration.
     pub model: OnoConfig,
+    /// How samples were fed.
+    pub regime: ono_data::dataset::Regime,
     /// Normalizer of the inputs.
     pub normalize_x: NormalizerKind,
     /// Normalizer of the targets.

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use ono_data::benchmarks::{Benchmark, Layout};
 use ono_data::normalizer::NormalizerKind;
 use ono_models::{presets::Preset, OnoConfig};
 use serde::{Deserialize, Serialize};
@@ -75,42 +76,46 @@ pub struct ModelSection {
     pub overrides: toml::Table,
 }
 
-/// How samples are fed to the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Regime {
-    /// Input function → solution, one forward per batch.
-    #[default]
-    Steady,
-    /// NS2d: the last `t_in` frames in, one frame out, a sliding window over the targets' time
-    /// axis; teacher forcing in training (or free-running), free rollout in evaluation.
-    Autoregressive,
-    /// Plasticity: one forward, backward and optimizer step per time step, in an order shuffled
-    /// independently per sample; the schedule steps once per batch.
-    PerTimeStep,
-}
+pub use ono_data::dataset::Regime;
 
-/// The data file and how to use it.
+/// The data and how to use it: a dataset file (`path`) or a published benchmark read from its
+/// original files (`benchmark`, with `data_dir` or `$ONO_DATA_DIR`). Unset normalizers, regime and
+/// derivative weight take the benchmark's reference values (or none / steady / 0 for a file).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataSection {
     /// A dataset file (`ono_data::dataset::TensorDataset`, safetensors); relative to the config.
-    pub path: PathBuf,
-    /// Use only the first `ntrain` training samples.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// A published benchmark (`darcy`, `ns2d`, `burgers`, `airfoil`, `pipe`, `elasticity`,
+    /// `elasticity_grid`, `plasticity`).
+    #[serde(default)]
+    pub benchmark: Option<String>,
+    /// Where the benchmark's files are (default `$ONO_DATA_DIR`, else `./data`); relative to the
+    /// config.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    /// Subsampling stride of the benchmark (Darcy 5, Burgers 8 by default).
+    #[serde(default)]
+    pub r: Option<usize>,
+    /// Whose script layout to reproduce (`ono` or `fno`).
+    #[serde(default)]
+    pub layout: Layout,
+    /// Training samples (the first `ntrain` of a file; the benchmark's split otherwise).
     #[serde(default)]
     pub ntrain: Option<i64>,
-    /// Use only the first `ntest` test samples.
+    /// Test samples.
     #[serde(default)]
     pub ntest: Option<i64>,
     /// Normalizer of the input functions.
     #[serde(default)]
-    pub normalize_x: NormalizerKind,
+    pub normalize_x: Option<NormalizerKind>,
     /// Normalizer of the targets (the loss is computed on decoded values, as ONO).
     #[serde(default)]
-    pub normalize_y: NormalizerKind,
+    pub normalize_y: Option<NormalizerKind>,
     /// Steady, autoregressive or per time step.
     #[serde(default)]
-    pub regime: Regime,
+    pub regime: Option<Regime>,
     /// Autoregressive: feed the true frame back in training (the reference) instead of the
     /// prediction.
     #[serde(default = "yes")]
@@ -128,15 +133,15 @@ pub struct LossSection {
     /// Σ over the batch (the reference) or the mean.
     pub reduction: ReductionName,
     /// Weight α of ONO Darcy's derivative term (0.1 in the reference Darcy script; needs a 2-D
-    /// square grid).
-    pub derivative_alpha: f64,
+    /// square grid). Unset: the benchmark's value, 0 for a dataset file.
+    pub derivative_alpha: Option<f64>,
 }
 
 impl Default for LossSection {
     fn default() -> Self {
         Self {
             reduction: ReductionName::Sum,
-            derivative_alpha: 0.0,
+            derivative_alpha: None,
         }
     }
 }
@@ -296,8 +301,13 @@ impl TrainConfig {
             e => e,
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        if cfg.data.path.is_relative() {
-            cfg.data.path = base.join(&cfg.data.path);
+        for p in [&mut cfg.data.path, &mut cfg.data.data_dir]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
         }
         if cfg.output_dir.is_relative() {
             cfg.output_dir = base.join(&cfg.output_dir);
@@ -327,6 +337,19 @@ impl TrainConfig {
             return Err(Error::config("threads", "must be ≥ 0"));
         }
         self.device()?;
+        match (&self.data.path, &self.data.benchmark) {
+            (Some(_), None) => {}
+            (None, Some(b)) => {
+                b.parse::<Benchmark>()
+                    .map_err(|e| Error::config("data.benchmark", e.to_string()))?;
+            }
+            _ => {
+                return Err(Error::config(
+                    "data",
+                    "give exactly one of `path` (a dataset file) and `benchmark` (a published benchmark)",
+                ))
+            }
+        }
         for (k, v) in [
             ("data.ntrain", self.data.ntrain),
             ("data.ntest", self.data.ntest),
@@ -335,7 +358,7 @@ impl TrainConfig {
                 return Err(Error::config(k, "must be positive"));
             }
         }
-        let a = self.loss.derivative_alpha;
+        let a = self.loss.derivative_alpha.unwrap_or(0.0);
         if !(a.is_finite() && a >= 0.0) {
             return Err(Error::config(
                 "loss.derivative_alpha",

@@ -12,6 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use ono_data::benchmarks::{self, Benchmark, LoadOptions};
 use ono_data::dataset::{epoch_order, mix, Split, TensorDataset};
 use ono_data::normalizer::{Normalizer, NormalizerKind};
 use ono_models::{Ono, OnoConfig};
@@ -22,7 +23,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
-use crate::config::{ReductionName, Regime, ScheduleKind, TrainConfig};
+use crate::config::{DataSection, LossSection, ReductionName, Regime, ScheduleKind, TrainConfig};
 use crate::loss::{self, MetricSum, RolloutErrors};
 use crate::one_cycle::OneCycle;
 use crate::progress::Progress;
@@ -235,6 +236,8 @@ pub struct Trainer {
     paths: RunPaths,
     steps_per_epoch: u64,
     time_steps: i64,
+    regime: Regime,
+    alpha: f64,
     resumed_at: u64,
     /// Detached losses not yet read back.
     pending: Vec<PendingLoss>,
@@ -269,30 +272,18 @@ impl Trainer {
             None
         };
 
-        let data = TensorDataset::read(&cfg.data.path).map_err(|e| match e {
-            ono_data::Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => Error::Data(format!(
-                "data.path: {} does not exist (make one with `ono data darcy`, or point data.path at a dataset file)",
-                path.display()
-            )),
-            e => Error::DataCrate(e),
-        })?;
-        let train = match cfg.data.ntrain {
-            Some(n) => data
-                .train
-                .take(n)
-                .map_err(|e| Error::config("data.ntrain", e.to_string()))?,
-            None => data.train,
-        };
-        let test = match cfg.data.ntest {
-            Some(n) => data
-                .test
-                .take(n)
-                .map_err(|e| Error::config("data.ntest", e.to_string()))?,
-            None => data.test,
-        };
+        let resolved = resolve_data(&cfg.data, &cfg.loss)?;
+        let (regime, nx_kind, ny_kind, alpha) = (
+            resolved.regime,
+            resolved.normalize_x,
+            resolved.normalize_y,
+            resolved.derivative_alpha,
+        );
+        let data = resolved.dataset;
+        let (train, test) = (data.train, data.test);
         let ysz = train.y.size();
         let time_steps = if ysz.len() == 4 { ysz[3] } else { 0 };
-        match (cfg.data.regime, ysz.len()) {
+        match (regime, ysz.len()) {
             (Regime::Steady, 3) => {}
             (Regime::Autoregressive | Regime::PerTimeStep, 4) => {}
             (r, _) => {
@@ -302,22 +293,21 @@ impl Trainer {
                 ))
             }
         }
-        if cfg.data.regime == Regime::Autoregressive
-            && (cfg.data.normalize_x != NormalizerKind::None
-                || cfg.data.normalize_y != NormalizerKind::None)
+        if regime == Regime::Autoregressive
+            && (nx_kind != NormalizerKind::None || ny_kind != NormalizerKind::None)
         {
             return Err(Error::config(
                 "data.normalize_x",
                 "the autoregressive regime feeds predictions back as inputs and supports no normalizer (NS2d uses none)",
             ));
         }
-        if cfg.recompute && cfg.data.regime != Regime::Steady {
+        if cfg.recompute && regime != Regime::Steady {
             return Err(Error::config(
                 "recompute",
                 "activation recomputation is implemented for the steady regime only",
             ));
         }
-        if cfg.data.regime == Regime::Autoregressive && train.fx.size()[2] % ysz[2] != 0 {
+        if regime == Regime::Autoregressive && train.fx.size()[2] % ysz[2] != 0 {
             return Err(Error::config(
                 "data.regime",
                 format!(
@@ -329,13 +319,10 @@ impl Trainer {
         }
         loss::check_targets(&train.y, "training targets")?;
         loss::check_targets(&test.y, "test targets")?;
-        if cfg.loss.derivative_alpha > 0.0 {
+        if alpha > 0.0 {
             match &data.grid {
                 Some(g)
-                    if g.len() == 2
-                        && g[0] == g[1]
-                        && ysz[2] == 1
-                        && cfg.data.regime == Regime::Steady => {}
+                    if g.len() == 2 && g[0] == g[1] && ysz[2] == 1 && regime == Regime::Steady => {}
                 _ => {
                     return Err(Error::config(
                         "loss.derivative_alpha",
@@ -352,8 +339,8 @@ impl Trainer {
                 Normalizer::from_tensors(c.state.normalize_y, "norm.y.", &c.tensors)?,
             ),
             None => (
-                Normalizer::fit(cfg.data.normalize_x, &train.fx)?,
-                Normalizer::fit(cfg.data.normalize_y, &train.y)?,
+                Normalizer::fit(nx_kind, &train.fx)?,
+                Normalizer::fit(ny_kind, &train.y)?,
             ),
         };
         let to_dev = |s: Split| -> Result<Split> {
@@ -370,7 +357,7 @@ impl Trainer {
             Some(c) => c.state.model,
             None => {
                 let mut m = cfg.model_config(train.pos.size()[2], train.fx.size()[2], ysz[2])?;
-                m.time_input = cfg.data.regime == Regime::PerTimeStep;
+                m.time_input = regime == Regime::PerTimeStep;
                 m.validate()
                     .map_err(|e| Error::config("model.overrides", e.to_string()))?;
                 m
@@ -421,8 +408,9 @@ impl Trainer {
                 history: Vec::new(),
                 config: fingerprint,
                 model: model_cfg,
-                normalize_x: cfg.data.normalize_x,
-                normalize_y: cfg.data.normalize_y,
+                normalize_x: nx_kind,
+                normalize_y: ny_kind,
+                regime,
                 optimizer: opt.state("optim.")?.1,
             },
         };
@@ -443,6 +431,8 @@ impl Trainer {
             paths,
             steps_per_epoch,
             time_steps,
+            regime,
+            alpha,
             resumed_at,
             pending: Vec::new(),
         })
@@ -607,7 +597,7 @@ impl Trainer {
         let batch = self.train.batch(idx, self.device, self.kind)?;
         let b = idx.len() as i64;
         let clip = self.cfg.optimizer.max_grad_norm.filter(|&m| m > 0.0);
-        match self.cfg.data.regime {
+        match self.regime {
             Regime::Steady if self.cfg.recompute => {
                 self.opt.zero_grad();
                 let loss =
@@ -706,7 +696,7 @@ impl Trainer {
     fn steady_loss(&self, out: &Tensor, y: &Tensor) -> Result<Tensor> {
         let pred = self.y_norm.decode(out)?;
         let b = pred.size()[0];
-        let alpha = self.cfg.loss.derivative_alpha;
+        let alpha = self.alpha;
         let loss = match (&self.grid, alpha > 0.0) {
             (Some(g), true) => loss::darcy_loss(&pred, y, g[0], alpha)?,
             _ => loss::relative_l2(&pred, y, ono_nn::loss::Reduction::Sum)?,
@@ -768,7 +758,7 @@ impl Trainer {
             &self.model,
             &self.y_norm,
             &self.test,
-            self.cfg.data.regime,
+            self.regime,
             self.cfg.batch_size,
             self.time_steps,
             self.device,
@@ -842,7 +832,7 @@ impl Trainer {
         let batch = self.test.batch(&idx, self.device, self.kind)?;
         let pred = {
             let _g = tch::no_grad_guard();
-            match self.cfg.data.regime {
+            match self.regime {
                 Regime::Steady => self
                     .y_norm
                     .decode(&self.model.forward(&batch.pos, &batch.fx, None, false)?)?,
@@ -966,3 +956,91 @@ pub fn normalized(split: &Split, x_norm: &Normalizer, device: Device, kind: Kind
 
 /// The model configuration type, re-exported for callers of [`Predictor`].
 pub type ModelConfig = OnoConfig;
+
+/// The data of a run with the settings that come with it.
+pub struct ResolvedData {
+    /// Train and test splits.
+    pub dataset: TensorDataset,
+    /// How samples are fed.
+    pub regime: Regime,
+    /// Input normalizer kind.
+    pub normalize_x: NormalizerKind,
+    /// Target normalizer kind.
+    pub normalize_y: NormalizerKind,
+    /// Darcy's derivative-loss weight.
+    pub derivative_alpha: f64,
+}
+
+/// Reads the dataset file or the benchmark of `cfg.data`, applies `ntrain` / `ntest`, and fills
+/// unset settings from the benchmark's reference recipe.
+pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData> {
+    let (dataset, recipe) = match (&d.path, &d.benchmark) {
+        (Some(path), _) => {
+            let data = TensorDataset::read(path).map_err(|e| match e {
+                ono_data::Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::Data(format!(
+                        "data.path: {} does not exist (make one with `ono data darcy`, or point data.path at a dataset file)",
+                        path.display()
+                    ))
+                }
+                e => Error::DataCrate(e),
+            })?;
+            let train = match d.ntrain {
+                Some(n) => data
+                    .train
+                    .take(n)
+                    .map_err(|e| Error::config("data.ntrain", e.to_string()))?,
+                None => data.train,
+            };
+            let test = match d.ntest {
+                Some(n) => data
+                    .test
+                    .take(n)
+                    .map_err(|e| Error::config("data.ntest", e.to_string()))?,
+                None => data.test,
+            };
+            (
+                TensorDataset {
+                    train,
+                    test,
+                    grid: data.grid,
+                },
+                None,
+            )
+        }
+        (None, Some(name)) => {
+            let b: Benchmark = name
+                .parse()
+                .map_err(|e: ono_data::Error| Error::config("data.benchmark", e.to_string()))?;
+            let opts = LoadOptions {
+                ntrain: d.ntrain.map(|n| n as usize),
+                ntest: d.ntest.map(|n| n as usize),
+                r: d.r,
+                layout: d.layout,
+            };
+            let dir = benchmarks::data_dir(d.data_dir.as_deref());
+            let loaded = benchmarks::load(b, &dir, &opts)?;
+            (loaded.dataset, Some(loaded.recipe))
+        }
+        (None, None) => return Err(Error::config("data", "needs `path` or `benchmark`")),
+    };
+    Ok(ResolvedData {
+        dataset,
+        regime: d
+            .regime
+            .or(recipe.as_ref().map(|r| r.regime))
+            .unwrap_or_default(),
+        normalize_x: d
+            .normalize_x
+            .or(recipe.as_ref().map(|r| r.normalize_x))
+            .unwrap_or_default(),
+        normalize_y: d
+            .normalize_y
+            .or(recipe.as_ref().map(|r| r.normalize_y))
+            .unwrap_or_default(),
+        derivative_alpha: loss
+            .derivative_alpha
+            .or(recipe.as_ref().map(|r| r.derivative_alpha))
+            .unwrap_or(0.0),
+    })
+}

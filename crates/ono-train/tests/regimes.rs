@@ -23,7 +23,8 @@ fn positions(n: i64) -> Tensor {
 fn wave_dataset(path: &Path, s: i64, n: i64, t_in: i64, t_out: i64) {
     let make = |s: i64| {
         let phase = Tensor::rand([s, 1, 1], (Kind::Float, Device::Cpu)) * std::f64::consts::TAU;
-        let x = Tensor::linspace(0.0, std::f64::consts::TAU, n, (Kind::Float, Device::Cpu)).view([1, n, 1]);
+        let x = Tensor::linspace(0.0, std::f64::consts::TAU, n, (Kind::Float, Device::Cpu))
+            .view([1, n, 1]);
         let frames: Vec<Tensor> = (0..t_in + t_out)
             .map(|k| ((&x + &phase + 0.3 * k as f64).sin() + 1.5) * 0.95f64.powi(k as i32))
             .collect();

@@ -4,9 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use ono_data::benchmarks::{Benchmark, Layout, LoadOptions};
 use ono_data::dataset::TensorDataset;
+use ono_data::normalizer::{Normalizer, NormalizerKind};
 use ono_models::Preset;
-use ono_train::config::{parse_device, Regime, TrainConfig};
+use ono_train::config::{parse_device, DataSection, LossSection, Regime, TrainConfig};
 use ono_train::progress::Progress;
 use ono_train::trainer::{self, Predictor, Trainer};
 use tch::{Device, Kind, Tensor};
@@ -102,6 +104,64 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum DataCmd {
+    /// What a benchmark's files hold: the files found, their arrays (shapes, dtypes), the split
+    /// sizes, the subsampled resolution, value ranges and the fitted normalizer statistics.
+    Info {
+        /// darcy, ns2d, burgers, airfoil, pipe, elasticity, elasticity_grid, plasticity.
+        benchmark: String,
+        /// The folder with the files (default: $ONO_DATA_DIR, else ./data).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Training samples (default: the reference split).
+        #[arg(long)]
+        ntrain: Option<usize>,
+        /// Test samples (default: the reference split).
+        #[arg(long)]
+        ntest: Option<usize>,
+        /// Subsampling stride (default: the reference's).
+        #[arg(long)]
+        r: Option<usize>,
+        /// ono or fno.
+        #[arg(long, default_value = "ono")]
+        layout: String,
+    },
+    /// Generate a data set by the published process and write it in the original file layout
+    /// (MAT v5, as the published files), with a metadata JSON beside it (seed, parameters,
+    /// solver, version). Sample i depends only on (seed, i).
+    Gen {
+        /// darcy, ns2d or burgers.
+        kind: String,
+        /// Number of samples.
+        #[arg(long)]
+        n: usize,
+        /// Solver grid (Darcy K: 421 published; NS: 256; Burgers: 8192).
+        #[arg(long)]
+        res: Option<usize>,
+        /// Seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output .mat file (for example data/piececonst_r421_N1024_smooth1.mat).
+        #[arg(long)]
+        out: PathBuf,
+        /// NS2d: `full` (256², Δt 1e-4, stored 64²) or `reduced` (64² solve; see docs/data.md).
+        #[arg(long, default_value = "full")]
+        profile: String,
+        /// NS2d: cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// NS2d: final time (20 published); fewer frames for quick sets.
+        #[arg(long)]
+        t_final: Option<f64>,
+    },
+    /// Write a miniature copy of a benchmark's files (original names, formats and layouts, a few
+    /// samples) into a folder, to try the loaders and `ono train` without the real data.
+    Miniature {
+        /// The benchmark.
+        benchmark: String,
+        /// Where to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Darcy flow (FNO's process: GRF coefficient thresholded to 12/3, −∇·(a∇u) = 1 solved with
     /// the reference finite differences) at a chosen resolution, as a dataset file for
     /// `ono train`.
@@ -150,6 +210,37 @@ fn main() -> Result<()> {
             steps,
             device,
         } => predict(checkpoint, input, output, steps, &device),
+        Cmd::Data(DataCmd::Info {
+            benchmark,
+            data_dir,
+            ntrain,
+            ntest,
+            r,
+            layout,
+        }) => data_info(&benchmark, data_dir, ntrain, ntest, r, &layout),
+        Cmd::Data(DataCmd::Gen {
+            kind,
+            n,
+            res,
+            seed,
+            out,
+            profile,
+            device,
+            t_final,
+        }) => data_gen(&kind, n, res, seed, &out, &profile, &device, t_final),
+        Cmd::Data(DataCmd::Miniature { benchmark, out }) => {
+            let b: Benchmark = benchmark.parse()?;
+            let m = ono_data::benchmarks::miniature::write(b, &out)?;
+            eprintln!(
+                "wrote a miniature {} ({} samples per file; use ntrain = {}, ntest = {}) to {}",
+                b.name(),
+                m.samples,
+                m.ntrain,
+                m.ntest,
+                out.display()
+            );
+            Ok(())
+        }
         Cmd::Data(DataCmd::Darcy {
             n_train,
             n_test,
@@ -213,12 +304,27 @@ fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
 fn eval(checkpoint: PathBuf, data: Option<PathBuf>, dev: &str, batch: i64) -> Result<()> {
     let dev = device(dev)?;
     let (p, state) = Predictor::from_checkpoint(&checkpoint, dev)?;
-    let data_path = match data {
-        Some(d) => d,
-        None => serde_json::from_value(state.config["data"]["path"].clone())
-            .context("the checkpoint does not name its dataset; pass --data")?,
+    let ds = match &data {
+        Some(d) => TensorDataset::read(d)?,
+        None => {
+            // The run's own data: its file, or its benchmark with the same split.
+            let section: DataSection = serde_json::from_value(state.config["data"].clone())
+                .context("the checkpoint's data settings are unreadable; pass --data")?;
+            let loss: LossSection = serde_json::from_value(state.config["loss"].clone())
+                .context("the checkpoint's loss settings are unreadable; pass --data")?;
+            trainer::resolve_data(&section, &loss)?.dataset
+        }
     };
-    let ds = TensorDataset::read(&data_path)?;
+    let data_path = data.map_or_else(
+        || {
+            state.config["data"]["path"]
+                .as_str()
+                .or(state.config["data"]["benchmark"].as_str())
+                .unwrap_or("?")
+                .to_string()
+        },
+        |d| d.display().to_string(),
+    );
     let ysz = ds.test.y.size();
     let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
     let split = trainer::normalized(&ds.test, &p.x_norm, dev, p.kind)?;
@@ -345,4 +451,201 @@ fn tune_allocator() {
             libc::mallopt(libc::M_TOP_PAD, 256 << 20);
         }
     }
+}
+
+fn data_info(
+    benchmark: &str,
+    data_dir: Option<PathBuf>,
+    ntrain: Option<usize>,
+    ntest: Option<usize>,
+    r: Option<usize>,
+    layout: &str,
+) -> Result<()> {
+    let b: Benchmark = benchmark.parse()?;
+    let layout: Layout = serde_json::from_value(serde_json::Value::String(layout.to_string()))
+        .map_err(|_| anyhow::anyhow!("--layout: `{layout}` is not ono or fno"))?;
+    let dir = ono_data::benchmarks::data_dir(data_dir.as_deref());
+    let opts = LoadOptions {
+        ntrain,
+        ntest,
+        r,
+        layout,
+    };
+    let loaded = ono_data::benchmarks::load(b, &dir, &opts)?;
+    println!(
+        "benchmark {} ({layout:?} layout), data folder {}",
+        b.name(),
+        dir.display()
+    );
+    for f in &loaded.files {
+        let size = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+        println!("file {} ({:.1} MB)", f.display(), size as f64 / 1e6);
+        for v in ono_data::benchmarks::list_file(f)? {
+            println!("  {:<28} {:<8} {:?}", v.0, v.1, v.2);
+        }
+    }
+    for n in &loaded.notes {
+        println!("{n}");
+    }
+    let d = &loaded.dataset;
+    for (name, s) in [("train", &d.train), ("test", &d.test)] {
+        println!(
+            "{name}: fx {:?} range [{:.6e}, {:.6e}], y {:?} range [{:.6e}, {:.6e}], pos {:?}",
+            s.fx.size(),
+            s.fx.min().double_value(&[]),
+            s.fx.max().double_value(&[]),
+            s.y.size(),
+            s.y.min().double_value(&[]),
+            s.y.max().double_value(&[]),
+            s.pos.size()
+        );
+    }
+    let rcp = &loaded.recipe;
+    println!(
+        "recipe: regime {:?}, normalize_x {:?}, normalize_y {:?}, derivative_alpha {}, preset {}",
+        rcp.regime,
+        rcp.normalize_x,
+        rcp.normalize_y,
+        rcp.derivative_alpha,
+        rcp.preset.unwrap_or("(none)")
+    );
+    for (what, kind, t) in [
+        ("x", rcp.normalize_x, &d.train.fx),
+        ("y", rcp.normalize_y, &d.train.y),
+    ] {
+        let n = Normalizer::fit(kind, t)?;
+        if kind == NormalizerKind::None {
+            continue;
+        }
+        let stats = n.tensors("");
+        let show = |t: &Tensor| -> String {
+            let v = Vec::<f64>::try_from(t.to_kind(Kind::Double).reshape([-1])).unwrap_or_default();
+            if v.len() <= 8 {
+                format!(
+                    "{:?}",
+                    v.iter().map(|x| format!("{x:.6e}")).collect::<Vec<_>>()
+                )
+            } else {
+                format!(
+                    "{} values in [{:.6e}, {:.6e}]",
+                    v.len(),
+                    v.iter().cloned().fold(f64::MAX, f64::min),
+                    v.iter().cloned().fold(f64::MIN, f64::max)
+                )
+            }
+        };
+        println!(
+            "normalizer {what} ({kind:?}, fitted on train): mean {}, std {}",
+            show(&stats["mean"]),
+            show(&stats["std"])
+        );
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn data_gen(
+    kind: &str,
+    n: usize,
+    res: Option<usize>,
+    seed: u64,
+    out: &std::path::Path,
+    profile: &str,
+    dev: &str,
+    t_final: Option<f64>,
+) -> Result<()> {
+    anyhow::ensure!(n > 0, "--n must be at least 1");
+    let start = std::time::Instant::now();
+    let bar = progress_bar(n as u64, kind);
+    let (config, solver): (serde_json::Value, &str) = match kind {
+        "darcy" => {
+            let cfg = ono_data::darcy::DarcyConfig {
+                resolution: res.unwrap_or(421),
+                ..Default::default()
+            };
+            let k = cfg.resolution;
+            let mut coeff = ndarray::Array3::<f64>::zeros((n, k, k));
+            let mut sol = ndarray::Array3::<f64>::zeros((n, k, k));
+            let chunk = 16;
+            for from in (0..n).step_by(chunk) {
+                let m = chunk.min(n - from);
+                let (c, s) = cfg.generate_range(from, m, seed)?;
+                coeff
+                    .slice_mut(ndarray::s![from..from + m, .., ..])
+                    .assign(&c);
+                sol.slice_mut(ndarray::s![from..from + m, .., ..])
+                    .assign(&s);
+                bar.inc(m as u64);
+            }
+            ono_data::darcy::write_mat(out, &coeff, &sol)?;
+            (serde_json::to_value(cfg)?, "GRF (α 2, τ 3, orthonormal inverse DCT) thresholded 12/3; not-a-knot spline to nodes; 5-point FD, multigrid-preconditioned CG; spline back to cell centres")
+        }
+        "ns2d" => {
+            let mut cfg = match profile {
+                "full" => ono_data::navier_stokes::NsConfig::fno(device(dev)?),
+                "reduced" => ono_data::navier_stokes::NsConfig {
+                    device: device(dev)?,
+                    ..ono_data::navier_stokes::NsConfig::reduced()
+                },
+                p => anyhow::bail!("--profile: `{p}` is not full or reduced"),
+            };
+            if let Some(r) = res {
+                cfg.resolution = r;
+            }
+            if let Some(t) = t_final {
+                cfg.t_final = t;
+            }
+            let (a, u) =
+                cfg.generate_with_progress(n, seed, |done, _| bar.set_position(done as u64))?;
+            cfg.write_mat(out, &a, &u)?;
+            (serde_json::to_value(cfg)?, "pseudo-spectral vorticity form, Crank–Nicolson diffusion, forward-Euler advection and forcing, 2/3 dealiasing (FNO ns_2d.py)")
+        }
+        "burgers" => {
+            let cfg = ono_data::burgers::BurgersConfig {
+                resolution: res.unwrap_or(8192),
+                ..Default::default()
+            };
+            let (a, u) = cfg.generate(n, seed)?;
+            bar.inc(n as u64);
+            ono_data::burgers::write_mat(out, &a, &u)?;
+            (
+                serde_json::to_value(cfg)?,
+                "Fourier spectral, ETDRK4 (Kassam–Trefethen contour integrals), as chebfun spin",
+            )
+        }
+        k => anyhow::bail!("unknown generator `{k}` (darcy, ns2d, burgers)"),
+    };
+    bar.finish();
+    let meta = serde_json::json!({
+        "generator": kind,
+        "ono_version": env!("CARGO_PKG_VERSION"),
+        "seed": seed,
+        "samples": n,
+        "sample_stream": "sample i is drawn from ChaCha8(seed) on stream i",
+        "config": config,
+        "solver": solver,
+        "file": out.file_name().map(|f| f.to_string_lossy().to_string()),
+        "seconds": start.elapsed().as_secs_f64(),
+    });
+    let meta_path = std::path::PathBuf::from(format!("{}.json", out.display()));
+    ono_nn::weights::write_atomic(&meta_path, serde_json::to_string_pretty(&meta)?.as_bytes())?;
+    eprintln!(
+        "wrote {n} {kind} samples to {} (+ {}) in {:.1} s",
+        out.display(),
+        meta_path.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// A progress bar on a terminal, hidden otherwise.
+fn progress_bar(n: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(n);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{prefix} [{bar:30}] {pos}/{len} samples {per_sec} ETA {eta}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(what.to_string());
+    bar
 }

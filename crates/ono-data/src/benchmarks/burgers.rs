@@ -1,0 +1,62 @@
+//! Burgers 1-D, ν = 0.1 (`burgers_data_R10.mat`, variables `a` and `u`, each (2048, 8192)), as the
+//! FNO-1D script: sub = 2³ → 1024 points, train the first 1000, test the last 100 (the paper
+//! reports 200: set `ntest`), positions linspace(0, 1, n), no normalization. Not one of ONO's
+//! benchmarks; both layouts are the FNO one.
+
+use std::path::Path;
+
+use super::{
+    find_file, index_positions, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Recipe,
+    Take, FNO_DATA,
+};
+use crate::dataset::{Regime, TensorDataset};
+use crate::normalizer::NormalizerKind;
+use crate::readers::any::read_any;
+use crate::Result;
+
+pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    let b = Benchmark::Burgers;
+    let path = find_file(dir, b, &["burgers_data_R10.mat"], FNO_DATA)?;
+    let mut arrays = read_any(&path, Some(&["a", "u"]))?;
+    let a_arr = take(&mut arrays, "a", &path)?;
+    let u_arr = take(&mut arrays, "u", &path)?;
+    let a = tensor_of(&a_arr, &path, &[None, None])?;
+    let u = tensor_of(&u_arr, &path, &[Some(a_arr.shape[0]), Some(a_arr.shape[1])])?;
+    let (total, n_full) = (a_arr.shape[0], a_arr.shape[1] as i64);
+    let r = opts.r.unwrap_or(8).max(1) as i64;
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1000), opts.ntest.unwrap_or(100));
+    let sub = |t: &tch::Tensor, k: Take, what: &str| -> Result<tch::Tensor> {
+        Ok(k.apply(t, what)?
+            .f_slice(1, 0, n_full, r)?
+            .f_unsqueeze(-1)?
+            .f_contiguous()?)
+    };
+    let (tr, te) = (Take::First(ntrain), Take::Last(ntest));
+    let fx_tr = sub(&a, tr, "ntrain")?;
+    let n = fx_tr.size()[1];
+    let pos = index_positions(n)?;
+    Ok(Loaded {
+        benchmark: b,
+        dataset: TensorDataset {
+            train: split(fx_tr, sub(&u, tr, "ntrain")?, pos.shallow_clone()),
+            test: split(sub(&a, te, "ntest")?, sub(&u, te, "ntest")?, pos),
+            grid: Some(vec![n]),
+        },
+        recipe: Recipe {
+            regime: Regime::Steady,
+            normalize_x: NormalizerKind::None,
+            normalize_y: NormalizerKind::None,
+            derivative_alpha: 0.0,
+            preset: None,
+        },
+        files: vec![path],
+        notes: vec![
+            format!("{n} points (sub = {r} of {n_full})"),
+            format!(
+                "train {} of {total}, test {}",
+                tr.describe(total),
+                te.describe(total)
+            ),
+        ],
+    })
+}

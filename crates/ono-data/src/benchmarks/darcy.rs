@@ -1,0 +1,129 @@
+//! Darcy flow (`piececonst_r421_N1024_smooth1.mat` / `..._smooth2.mat`, variables `coeff` and
+//! `sol`, each (1024, 421, 421)), as ONO's `Darcy_example.py`: r = 5, `[::r, ::r][:s, :s]` with
+//! s = (421 − 1)/r + 1 = 85, train = smooth1[:1000], test = smooth2[:200], positions on the s×s
+//! grid of [0, 1]² (row-major, `pos[..., 0]` the column coordinate), fx = coeff, y = sol,
+//! UnitTransformer on both, derivative loss α = 0.1. FNO layout: test = smooth2[:100],
+//! UnitGaussianNormalizer on both, no derivative loss.
+
+use std::path::Path;
+
+use tch::Kind;
+
+use super::{
+    find_file, split, take, tensor_of, Benchmark, Layout, LoadOptions, Loaded, Recipe, Take,
+    FNO_DATA,
+};
+use crate::dataset::{grid_positions_2d, Regime, TensorDataset};
+use crate::normalizer::NormalizerKind;
+use crate::readers::any::read_any;
+use crate::{Error, Result};
+
+pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    let b = Benchmark::Darcy;
+    let train_path = find_file(dir, b, &["piececonst_r421_N1024_smooth1.mat"], FNO_DATA)?;
+    let test_path = find_file(dir, b, &["piececonst_r421_N1024_smooth2.mat"], FNO_DATA)?;
+    let r = opts.r.unwrap_or(5);
+    if r == 0 {
+        return Err(Error::Config {
+            what: "r".into(),
+            msg: "the subsampling stride must be ≥ 1".into(),
+        });
+    }
+    let ntrain = opts.ntrain.unwrap_or(1000);
+    let ntest = opts.ntest.unwrap_or(match opts.layout {
+        Layout::Ono => 200,
+        Layout::Fno => 100,
+    });
+    let mut notes = Vec::new();
+    let read =
+        |path: &Path, take_n: Take, what: &str| -> Result<(tch::Tensor, tch::Tensor, i64, usize)> {
+            let mut arrays = read_any(path, Some(&["coeff", "sol"]))?;
+            let coeff = take(&mut arrays, "coeff", path)?;
+            let sol = take(&mut arrays, "sol", path)?;
+            let c = tensor_of(&coeff, path, &[None, None, None])?;
+            let u = tensor_of(
+                &sol,
+                path,
+                &[
+                    Some(coeff.shape[0]),
+                    Some(coeff.shape[1]),
+                    Some(coeff.shape[2]),
+                ],
+            )?;
+            let k = coeff.shape[1] as i64;
+            if coeff.shape[2] as i64 != k {
+                return Err(Error::Format {
+                    path: path.to_path_buf(),
+                    msg: format!("`coeff` is not square: {:?}", coeff.shape),
+                });
+            }
+            let s = (k - 1) / r as i64 + 1;
+            let sub = |t: &tch::Tensor| -> Result<tch::Tensor> {
+                Ok(take_n
+                    .apply(t, what)?
+                    .f_slice(1, 0, k, r as i64)?
+                    .f_slice(2, 0, k, r as i64)?
+                    .f_narrow(1, 0, s)?
+                    .f_narrow(2, 0, s)?
+                    .f_reshape([-1, s * s, 1])?
+                    .f_to_kind(Kind::Float)?)
+            };
+            Ok((sub(&c)?, sub(&u)?, s, coeff.shape[0]))
+        };
+    let (a_train, u_train, s, total_train) = read(&train_path, Take::First(ntrain), "ntrain")?;
+    let (a_test, u_test, _, total_test) = read(&test_path, Take::First(ntest), "ntest")?;
+    notes.push(format!(
+        "resolution: r = {r}, s = {s} ({} points per sample)",
+        s * s
+    ));
+    notes.push(format!(
+        "train: {} {} of {total_train}; test: {} {} of {total_test}",
+        train_path.file_name().unwrap_or_default().to_string_lossy(),
+        Take::First(ntrain).describe(total_train),
+        test_path.file_name().unwrap_or_default().to_string_lossy(),
+        Take::First(ntest).describe(total_test),
+    ));
+    // The papers use 12 / 3; the public demo.m draws 12 / 4. Report what the files hold.
+    let values = distinct_values(&a_train.f_narrow(0, 0, 1)?, 8)?;
+    let expected = values == [3.0, 12.0];
+    notes.push(format!(
+        "coefficient values in train sample 0: {values:?}{}",
+        if expected {
+            " (12 / 3, as the papers)"
+        } else {
+            " — NOT the papers' {3, 12}; check the file (demo.m draws 12 / 4)"
+        }
+    ));
+    let pos = grid_positions_2d(s, s)?;
+    let (nx, ny, alpha) = match opts.layout {
+        Layout::Ono => (NormalizerKind::Unit, NormalizerKind::Unit, 0.1),
+        Layout::Fno => (NormalizerKind::Gaussian, NormalizerKind::Gaussian, 0.0),
+    };
+    Ok(Loaded {
+        benchmark: b,
+        dataset: TensorDataset {
+            train: split(a_train, u_train, pos.shallow_clone()),
+            test: split(a_test, u_test, pos),
+            grid: Some(vec![s, s]),
+        },
+        recipe: Recipe {
+            regime: Regime::Steady,
+            normalize_x: nx,
+            normalize_y: ny,
+            derivative_alpha: alpha,
+            preset: Some("darcy"),
+        },
+        files: vec![train_path, test_path],
+        notes,
+    })
+}
+
+/// Up to `cap` distinct values of `t`, sorted (one host read).
+pub(super) fn distinct_values(t: &tch::Tensor, cap: usize) -> Result<Vec<f64>> {
+    let (u, _, _) = t
+        .f_reshape([-1])?
+        .f_to_kind(Kind::Double)?
+        .f_unique_dim(0, true, false, false)?;
+    let v = Vec::<f64>::try_from(u.f_narrow(0, 0, (u.size()[0]).min(cap as i64))?)?;
+    Ok(v)
+}

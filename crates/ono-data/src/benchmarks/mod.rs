@@ -1,0 +1,341 @@
+//! The published benchmarks, read from their original files exactly as the reference scripts
+//! read them: file and variable names, subsampling, splits, which arrays are input function,
+//! positions and target, and the normalizers and loss settings the scripts used.
+//!
+//! The default layout is the ONO scripts' ([`Layout::Ono`]); where the FNO scripts differ, the
+//! difference is a second, named layout ([`Layout::Fno`]). Each benchmark lives in its own file.
+
+mod airfoil;
+mod burgers;
+mod darcy;
+mod elasticity;
+pub mod miniature;
+mod ns2d;
+mod pipe;
+mod plasticity;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::array::NamedArray;
+use crate::dataset::{Regime, Split, TensorDataset};
+use crate::normalizer::NormalizerKind;
+use crate::{Error, Result};
+
+/// The environment variable naming the data folder.
+pub const DATA_DIR_ENV: &str = "ONO_DATA_DIR";
+
+/// Where the FNO files (Darcy, NS2d, Burgers) are published.
+pub const FNO_DATA: &str =
+    "the FNO data release linked from the neuraloperator/neuraloperator (FNO) README (Google Drive)";
+/// Where the Geo-FNO files (Airfoil, Pipe, Elasticity, Plasticity) are published.
+pub const GEOFNO_DATA: &str =
+    "the Geo-FNO data release linked from the neuraloperator/Geo-FNO README (Google Drive)";
+
+/// A published benchmark.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Benchmark {
+    /// Darcy flow, piecewise-constant coefficient (FNO).
+    Darcy,
+    /// Navier–Stokes 2-D, ν = 1e-5, 20 frames (FNO).
+    Ns2d,
+    /// Burgers 1-D, ν = 0.1 (FNO).
+    Burgers,
+    /// Transonic flow over an airfoil on a C-grid (Geo-FNO).
+    Airfoil,
+    /// Pipe flow on a structured mesh (Geo-FNO).
+    Pipe,
+    /// Hyper-elastic unit cell with a void, point cloud (Geo-FNO).
+    Elasticity,
+    /// The same, interpolated to a 41×41 grid (Geo-FNO `Interp/`).
+    ElasticityGrid,
+    /// Plastic forging, 20 time steps (Geo-FNO).
+    Plasticity,
+}
+
+impl Benchmark {
+    /// Every benchmark.
+    pub const ALL: [Benchmark; 8] = [
+        Benchmark::Darcy,
+        Benchmark::Ns2d,
+        Benchmark::Burgers,
+        Benchmark::Airfoil,
+        Benchmark::Pipe,
+        Benchmark::Elasticity,
+        Benchmark::ElasticityGrid,
+        Benchmark::Plasticity,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Benchmark::Darcy => "darcy",
+            Benchmark::Ns2d => "ns2d",
+            Benchmark::Burgers => "burgers",
+            Benchmark::Airfoil => "airfoil",
+            Benchmark::Pipe => "pipe",
+            Benchmark::Elasticity => "elasticity",
+            Benchmark::ElasticityGrid => "elasticity_grid",
+            Benchmark::Plasticity => "plasticity",
+        }
+    }
+}
+
+impl FromStr for Benchmark {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let norm = s.to_ascii_lowercase().replace('-', "_");
+        Benchmark::ALL
+            .into_iter()
+            .find(|b| b.name() == norm)
+            .ok_or_else(|| Error::Config {
+                what: "benchmark".into(),
+                msg: format!(
+                    "unknown benchmark `{s}` (known: {})",
+                    Benchmark::ALL.map(|b| b.name()).join(", ")
+                ),
+            })
+    }
+}
+
+/// Whose script's layout to reproduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// The ONO scripts (`Darcy_example.py`, `NS_example2.py`, ...).
+    #[default]
+    Ono,
+    /// The FNO / Geo-FNO scripts where they differ (normalizers, test sets).
+    Fno,
+}
+
+/// Sizes and subsampling; `None` means the reference's value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoadOptions {
+    /// Training samples.
+    pub ntrain: Option<usize>,
+    /// Test samples.
+    pub ntest: Option<usize>,
+    /// Subsampling stride r (Darcy: 5; Burgers: 8).
+    pub r: Option<usize>,
+    /// Whose layout.
+    pub layout: Layout,
+}
+
+/// What the reference trains with on this benchmark (beside the data).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recipe {
+    /// How the samples are fed.
+    pub regime: Regime,
+    /// Normalizer of the input functions.
+    pub normalize_x: NormalizerKind,
+    /// Normalizer of the targets.
+    pub normalize_y: NormalizerKind,
+    /// Darcy's derivative-loss weight (0 elsewhere).
+    pub derivative_alpha: f64,
+    /// The ONO preset of this benchmark (ONO has none for Burgers and the gridded Elasticity).
+    pub preset: Option<&'static str>,
+}
+
+/// A benchmark read from its files.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The benchmark.
+    pub benchmark: Benchmark,
+    /// Train and test splits in the layout the models take.
+    pub dataset: TensorDataset,
+    /// The reference's training settings.
+    pub recipe: Recipe,
+    /// The files read.
+    pub files: Vec<PathBuf>,
+    /// Facts worth printing (`ono data info`): resolution, split ranges, value checks.
+    pub notes: Vec<String>,
+}
+
+/// The data folder: `dir` if given, else `$ONO_DATA_DIR`, else `./data`.
+pub fn data_dir(dir: Option<&Path>) -> PathBuf {
+    match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::var_os(DATA_DIR_ENV)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("data")),
+    }
+}
+
+/// Reads a benchmark from `dir`.
+pub fn load(benchmark: Benchmark, dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    let loaded = match benchmark {
+        Benchmark::Darcy => darcy::load(dir, opts)?,
+        Benchmark::Ns2d => ns2d::load(dir, opts)?,
+        Benchmark::Burgers => burgers::load(dir, opts)?,
+        Benchmark::Airfoil => airfoil::load(dir, opts)?,
+        Benchmark::Pipe => pipe::load(dir, opts)?,
+        Benchmark::Elasticity => elasticity::load_points(dir, opts)?,
+        Benchmark::ElasticityGrid => elasticity::load_grid(dir, opts)?,
+        Benchmark::Plasticity => plasticity::load(dir, opts)?,
+    };
+    loaded.dataset.validate()?;
+    Ok(loaded)
+}
+
+/// The first of `candidates` that exists in `dir`, or an error naming the file, the benchmark
+/// and where it is published.
+fn find_file(
+    dir: &Path,
+    benchmark: Benchmark,
+    candidates: &[&str],
+    published: &str,
+) -> Result<PathBuf> {
+    for c in candidates {
+        let p = dir.join(c);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    Err(Error::Io {
+        path: dir.join(candidates[0]),
+        source: std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!(
+                "the {} benchmark needs this file{} in the data folder ({} or --data-dir); it is published in {published}",
+                benchmark.name(),
+                if candidates.len() > 1 {
+                    format!(" (or {})", candidates[1..].join(", "))
+                } else {
+                    String::new()
+                },
+                DATA_DIR_ENV
+            ),
+        ),
+    })
+}
+
+/// The array called `name` among `arrays`, or an error naming the file and what it holds.
+fn take(arrays: &mut Vec<NamedArray>, name: &str, path: &Path) -> Result<NamedArray> {
+    match arrays.iter().position(|a| a.name == name) {
+        Some(i) => Ok(arrays.swap_remove(i)),
+        None => Err(Error::Format {
+            path: path.to_path_buf(),
+            msg: format!(
+                "has no variable `{name}` (it has: {})",
+                arrays
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+    }
+}
+
+/// A float32 tensor of `a`, after checking its rank (and the sizes given as `Some`).
+fn tensor_of(a: &NamedArray, path: &Path, dims: &[Option<usize>]) -> Result<Tensor> {
+    let ok = a.shape.len() == dims.len()
+        && a.shape
+            .iter()
+            .zip(dims)
+            .all(|(s, d)| d.is_none_or(|d| d == *s));
+    if !ok {
+        let want: Vec<String> = dims
+            .iter()
+            .map(|d| d.map_or("*".to_string(), |d| d.to_string()))
+            .collect();
+        return Err(Error::Format {
+            path: path.to_path_buf(),
+            msg: format!(
+                "variable `{}` has shape {:?} ({}), expected ({})",
+                a.name,
+                a.shape,
+                a.dtype(),
+                want.join(", ")
+            ),
+        });
+    }
+    if !matches!(a.dtype(), "float64" | "float32") {
+        return Err(Error::Format {
+            path: path.to_path_buf(),
+            msg: format!(
+                "variable `{}` is {}, expected float64 or float32",
+                a.name,
+                a.dtype()
+            ),
+        });
+    }
+    a.to_float_tensor(Kind::Float)
+}
+
+/// Which samples form a split.
+#[derive(Debug, Clone, Copy)]
+enum Take {
+    /// The first n.
+    First(usize),
+    /// The last n.
+    Last(usize),
+    /// n samples from an offset.
+    Range(usize, usize),
+}
+
+impl Take {
+    /// `t` narrowed along dim 0, or an error if the file has too few samples.
+    fn apply(self, t: &Tensor, what: &str) -> Result<Tensor> {
+        let s = t.size()[0] as usize;
+        let (from, n) = match self {
+            Take::First(n) => (0, n),
+            Take::Last(n) => (s.saturating_sub(n), n),
+            Take::Range(a, n) => (a, n),
+        };
+        if n == 0 || from + n > s || n > s {
+            return Err(Error::Config {
+                what: what.into(),
+                msg: format!(
+                    "{self:?} needs {} samples, the file has {s} (set ntrain / ntest smaller)",
+                    from + n
+                ),
+            });
+        }
+        Ok(t.f_narrow(0, from as i64, n as i64)?)
+    }
+
+    fn describe(self, total: usize) -> String {
+        match self {
+            Take::First(n) => format!("[0, {n})"),
+            Take::Last(n) => format!("[{}, {total})", total.saturating_sub(n)),
+            Take::Range(a, n) => format!("[{a}, {})", a + n),
+        }
+    }
+}
+
+/// 1-D positions linspace(0, 1, n) as (1, n, 1): the point index the ONO scripts use as the
+/// coordinate on meshes (Pipe, Elasticity, Plasticity).
+fn index_positions(n: i64) -> Result<Tensor> {
+    Ok(Tensor::f_linspace(0.0, 1.0, n, (Kind::Float, tch::Device::Cpu))?.f_view([1, n, 1])?)
+}
+
+fn split(fx: Tensor, y: Tensor, pos: Tensor) -> Split {
+    Split { fx, y, pos }
+}
+
+/// (name, type, shape) of every variable of a benchmark file: MAT files are listed without
+/// inflating their data; other formats are read.
+pub fn list_file(path: &Path) -> Result<Vec<(String, String, Vec<usize>)>> {
+    let is_mat = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("mat"));
+    if is_mat {
+        if let Ok(vars) = crate::readers::mat_v5::list(path) {
+            return Ok(vars
+                .into_iter()
+                .map(|v| (v.name, v.class, v.shape))
+                .collect());
+        }
+    }
+    Ok(crate::readers::any::read_any(path, None)?
+        .into_iter()
+        .map(|a| (a.name.clone(), a.dtype().to_string(), a.shape.clone()))
+        .collect())
+}
