@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p ono-data --example ns_timing -- timing [FULL_STEPS] [REDUCED_STEPS]
-//! cargo run --release -p ono-data --example ns_timing -- deviation [T] [SAMPLES] [PROFILE ...]
+//! cargo run --release -p ono-data --example ns_timing -- deviation [T] [SAMPLES] [--f64] [PROFILE ...]
 //! cargo run --release -p ono-data --example ns_timing -- dump FILE.npz
 //! ```
 //!
@@ -10,11 +10,17 @@
 //!   Δt = 1e-4, batch 4, FULL_STEPS = 200 steps, extrapolated to 10 000 steps per time unit) and of
 //!   the reduced profile (64², batch 20, REDUCED_STEPS = 2000 steps), float32, with the
 //!   library's default threads.
-//! * `deviation`: relative L2 difference, per snapshot t = 1 … T, between the full profile and
-//!   coarser profiles solved from the same initial conditions (samples 0 … SAMPLES−1 of seed 0,
-//!   drawn at 256²; a coarse solver gets them Fourier-truncated). PROFILE is `RES:STRIDE:DT`
-//!   (default `64:1:1e-4 128:2:1e-4 64:1:2e-4 64:1:5e-4`); the reference is `256:4:1e-4`. Also
-//!   prints the float32-vs-float64 difference of the full profile, the floor set by chaos alone.
+//! * `deviation`: relative L2 difference, per snapshot t = 1 … T, between the full profile
+//!   (`256:4:1e-4`, float32) and other profiles solved from the same initial conditions (samples
+//!   0 … SAMPLES−1 of seed 0, drawn at 256²; a coarser solver gets them Fourier-truncated).
+//!   PROFILE is `RES:STRIDE:DT[:f64]` (default `64:1:1e-4 128:2:1e-4 64:1:2e-4 64:1:5e-4`); a
+//!   profile given in both precisions is also compared with itself, which measures how much the
+//!   flow amplifies round-off at that resolution. `--f64` adds the full profile in float64 (the
+//!   same floor at 256², at twice the cost). Also prints rms vorticity per frame and the share of
+//!   enstrophy above |k| = 16 at the last frame, where a coarse solve piles it up.
+//! * Device: `NS_DEVICE` (`cpu`, the default, or `cuda`/`cuda:N`) for every profile; on CUDA the
+//!   per-step figures are taken after a device synchronisation. `NS_BATCH` overrides the full
+//!   profile's timing batch (default 4).
 //! * Threads: `NS_THREADS` (default 1). On a loaded 2-core machine libtorch's two OpenMP threads
 //!   spin against other processes and every op ran about 10 times slower than on one thread.
 //! * `dump`: a small float64 case (64², ν = 1e-3, Δt = 1e-3, T = 2, stride 2, forcing on) written
@@ -46,6 +52,18 @@ fn main() {
     }
 }
 
+/// `NS_DEVICE`: `cpu` (default), `cuda` or `cuda:N`.
+fn device() -> Res<Device> {
+    match std::env::var("NS_DEVICE").as_deref() {
+        Err(_) | Ok("cpu") => Ok(Device::Cpu),
+        Ok("cuda") => Ok(Device::Cuda(0)),
+        Ok(d) => match d.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
+            Some(n) => Ok(Device::Cuda(n)),
+            None => Err(format!("NS_DEVICE=`{d}` is not cpu, cuda or cuda:N").into()),
+        },
+    }
+}
+
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> Res<T> {
     match args.get(i) {
         None => Ok(default),
@@ -63,6 +81,8 @@ fn seconds_per_step(cfg: &NsConfig, batch: usize, steps: usize) -> Res<f64> {
     for _ in 0..5 {
         w_hat = solver.step(&w_hat)?;
     }
+    // Wait for the warm-up (asynchronous on CUDA) before starting the clock.
+    let _ = f64::try_from(w_hat.f_abs()?.f_sum(Kind::Double)?)?;
     let t = Instant::now();
     for _ in 0..steps {
         w_hat = solver.step(&w_hat)?;
@@ -75,11 +95,22 @@ fn seconds_per_step(cfg: &NsConfig, batch: usize, steps: usize) -> Res<f64> {
 fn timing(args: &[String]) -> Res<()> {
     let full_steps: usize = arg(args, 0, 200)?;
     let reduced_steps: usize = arg(args, 1, 2000)?;
-    println!("libtorch threads: {}, CPU, float32", tch::get_num_threads());
-    let full = NsConfig::default();
-    let reduced = NsConfig::reduced();
+    let dev = device()?;
+    let full_batch: usize = std::env::var("NS_BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(4);
+    println!(
+        "libtorch threads: {}, {dev:?}, float32",
+        tch::get_num_threads()
+    );
+    let full = NsConfig::fno(dev);
+    let reduced = NsConfig {
+        device: dev,
+        ..NsConfig::reduced()
+    };
     for (name, cfg, batch, steps) in [
-        ("full 256², Δt 1e-4", full, 4usize, full_steps),
+        ("full 256², Δt 1e-4", full, full_batch, full_steps),
         ("reduced 64², Δt 1e-4", reduced, 20, reduced_steps),
     ] {
         let sps = seconds_per_step(&cfg, batch, steps)?;
@@ -100,6 +131,7 @@ fn timing(args: &[String]) -> Res<()> {
     let short = NsConfig {
         t_final: 0.2,
         record_every_time: 0.1,
+        device: dev,
         ..NsConfig::reduced()
     };
     let t = Instant::now();
@@ -116,13 +148,23 @@ fn timing(args: &[String]) -> Res<()> {
     Ok(())
 }
 
-/// `RES:STRIDE:DT`.
-fn parse_profile(p: &str) -> Res<(usize, usize, f64)> {
+/// `RES:STRIDE:DT[:f64]`.
+fn parse_profile(p: &str) -> Res<(usize, usize, f64, Kind)> {
     let parts: Vec<&str> = p.split(':').collect();
-    if parts.len() != 3 {
-        return Err(format!("profile `{p}` is not RES:STRIDE:DT").into());
+    let kind = match parts.get(3) {
+        None | Some(&"f32") => Kind::Float,
+        Some(&"f64") => Kind::Double,
+        Some(other) => return Err(format!("profile `{p}`: unknown precision `{other}`").into()),
+    };
+    if !(3..=4).contains(&parts.len()) {
+        return Err(format!("profile `{p}` is not RES:STRIDE:DT[:f64]").into());
     }
-    Ok((parts[0].parse()?, parts[1].parse()?, parts[2].parse()?))
+    Ok((
+        parts[0].parse()?,
+        parts[1].parse()?,
+        parts[2].parse()?,
+        kind,
+    ))
 }
 
 /// Mean over samples of ‖x − y‖₂/‖y‖₂ per frame.
@@ -144,6 +186,34 @@ fn rel_l2_per_frame(x: &Tensor, y: &Tensor) -> Res<Vec<f64>> {
     Ok(Vec::<f64>::try_from(&r)?)
 }
 
+/// Root mean square per frame.
+fn rms_per_frame(x: &Tensor) -> Res<Vec<f64>> {
+    let r = x
+        .f_to_kind(Kind::Double)?
+        .f_square()?
+        .f_mean_dim([0, 1, 2].as_slice(), false, Kind::Double)?
+        .f_sqrt()?;
+    Ok(Vec::<f64>::try_from(&r)?)
+}
+
+/// Share of the enstrophy `Σ|ŵ|²` of the stored fields in the modes with `max(|k_x|, |k_y|) > 16`
+/// at the last frame: where a coarse solve piles up enstrophy below its cutoff.
+fn high_k_share(x: &Tensor) -> Res<f64> {
+    let frames = x.size()[3];
+    let last = x.f_select(3, frames - 1)?.f_to_kind(Kind::Double)?;
+    let m = last.size()[1];
+    let p = last
+        .f_fft_rfft2(None::<&[i64]>, [-2, -1], "backward")?
+        .f_abs()?
+        .f_square()?;
+    let total = f64::try_from(p.f_sum(Kind::Double)?)?;
+    // Low block: |k_x| ≤ 16 (rows 0..=16 and m−16..m), k_y ≤ 16 (columns 0..=16).
+    let cols = p.f_narrow(2, 0, 17)?;
+    let low = f64::try_from(cols.f_narrow(1, 0, 17)?.f_sum(Kind::Double)?)?
+        + f64::try_from(cols.f_narrow(1, m - 16, 16)?.f_sum(Kind::Double)?)?;
+    Ok(1.0 - low / total)
+}
+
 fn fmt(v: &[f64]) -> String {
     v.iter()
         .map(|x| format!("{x:.3e}"))
@@ -152,8 +222,10 @@ fn fmt(v: &[f64]) -> String {
 }
 
 fn deviation(args: &[String]) -> Res<()> {
-    let t_final: f64 = arg(args, 0, 2.0)?;
-    let samples: usize = arg(args, 1, 4)?;
+    let with_f64 = args.iter().any(|a| a == "--f64");
+    let args: Vec<String> = args.iter().filter(|a| *a != "--f64").cloned().collect();
+    let t_final: f64 = arg(&args, 0, 2.0)?;
+    let samples: usize = arg(&args, 1, 4)?;
     let profiles: Vec<String> = if args.len() > 2 {
         args[2..].to_vec()
     } else {
@@ -162,25 +234,27 @@ fn deviation(args: &[String]) -> Res<()> {
             .map(|s| s.to_string())
             .collect()
     };
+    let dev = device()?;
     let full = NsConfig {
         t_final,
         batch_size: samples,
+        device: dev,
         ..NsConfig::default()
     };
     let w0 = full.grf.sample(256, 0, 0, samples)?;
     let t = Instant::now();
     let reference = full.solve(&w0.f_to_kind(Kind::Float)?)?;
     println!(
-        "full 256:4:1e-4 float32, {samples} samples, T = {t_final}: {:.0} s",
+        "full 256:4:1e-4 float32, {samples} samples (seed 0), T = {t_final}: {:.0} s",
         t.elapsed().as_secs_f64()
     );
-    let norms = reference
-        .f_square()?
-        .f_mean_dim([0, 1, 2].as_slice(), false, Kind::Double)?
-        .f_sqrt()?;
     println!(
         "  rms vorticity per frame: {}",
-        fmt(&Vec::<f64>::try_from(&norms)?)
+        fmt(&rms_per_frame(&reference)?)
+    );
+    println!(
+        "  enstrophy share of max(|k_x|,|k_y|) > 16 at t = {t_final}: {:.3e}",
+        high_k_share(&reference)?
     );
     // Frame-to-frame change, a scale for the differences below.
     let frames = reference.size()[3];
@@ -192,40 +266,64 @@ fn deviation(args: &[String]) -> Res<()> {
             fmt(&rel_l2_per_frame(&a, &b)?)
         );
     }
-    let t = Instant::now();
-    let double = NsConfig {
-        kind: Kind::Double,
-        ..full
+    if with_f64 {
+        let t = Instant::now();
+        let double = NsConfig {
+            kind: Kind::Double,
+            ..full
+        }
+        .solve(&w0)?;
+        println!(
+            "full float64 vs float32 ({:.0} s): {}",
+            t.elapsed().as_secs_f64(),
+            fmt(&rel_l2_per_frame(
+                &double.f_to_kind(Kind::Float)?,
+                &reference
+            )?)
+        );
     }
-    .solve(&w0)?;
-    println!(
-        "full float64 vs float32 ({:.0} s): {}",
-        t.elapsed().as_secs_f64(),
-        fmt(&rel_l2_per_frame(
-            &double.f_to_kind(Kind::Float)?,
-            &reference
-        )?)
-    );
+    // Runs of the same grid and step in both precisions are also compared with each other: the
+    // growth of round-off by the flow's own instability, at that resolution.
+    let mut done: Vec<((usize, usize, u64), Tensor)> = Vec::new();
     for p in profiles {
-        let (res, stride, dt) = parse_profile(&p)?;
+        let (res, stride, dt, kind) = parse_profile(&p)?;
         let cfg = NsConfig {
             resolution: res,
             stride,
             dt,
             t_final,
             batch_size: samples,
+            kind,
+            device: dev,
             ..NsConfig::default()
         };
-        let w = fourier_resample(&w0, res)?.f_to_kind(Kind::Float)?;
+        let w = fourier_resample(&w0, res)?.f_to_kind(kind)?;
         let t = Instant::now();
-        match cfg.solve(&w) {
-            Ok(out) => println!(
-                "{p} ({:.0} s): {}",
-                t.elapsed().as_secs_f64(),
-                fmt(&rel_l2_per_frame(&out, &reference)?)
-            ),
-            Err(e) => println!("{p}: {e}"),
+        let out = match cfg.solve(&w) {
+            Ok(out) => out.f_to_kind(Kind::Float)?,
+            Err(e) => {
+                println!("{p}: {e}");
+                continue;
+            }
+        };
+        println!(
+            "{p} ({:.0} s): vs full {}",
+            t.elapsed().as_secs_f64(),
+            fmt(&rel_l2_per_frame(&out, &reference)?)
+        );
+        println!(
+            "  rms per frame {}; high-k share at t = {t_final}: {:.3e}",
+            fmt(&rms_per_frame(&out)?),
+            high_k_share(&out)?
+        );
+        let key = (res, stride, dt.to_bits());
+        if let Some((_, other)) = done.iter().find(|(k, _)| *k == key) {
+            println!(
+                "  vs the other precision: {}",
+                fmt(&rel_l2_per_frame(&out, other)?)
+            );
         }
+        done.push((key, out));
     }
     Ok(())
 }

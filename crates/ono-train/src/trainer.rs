@@ -80,13 +80,8 @@ impl Predictor {
         ono_nn::weights::copy_into(&vs, &model_tensors, false, path)?;
         let x_norm = Normalizer::from_tensors(st.normalize_x, "norm.x.", &ckpt.tensors)?;
         let y_norm = Normalizer::from_tensors(st.normalize_y, "norm.y.", &ckpt.tensors)?;
-        let regime: Regime =
-            serde_json::from_value(st.config["data"]["regime"].clone()).map_err(|e| {
-                Error::Checkpoint {
-                    path: path.to_path_buf(),
-                    msg: format!("regime: {e}"),
-                }
-            })?;
+        // The resolved regime (the configuration may leave it to the benchmark recipe).
+        let regime = st.regime;
         let kind = model_kind(&vs);
         Ok((
             Self {

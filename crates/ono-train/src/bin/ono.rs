@@ -152,6 +152,10 @@ enum DataCmd {
         /// NS2d: final time (20 published); fewer frames for quick sets.
         #[arg(long)]
         t_final: Option<f64>,
+        /// NS2d: samples solved together (20 in the original; 100 or more fill a large GPU).
+        /// The samples do not depend on it.
+        #[arg(long)]
+        batch: Option<usize>,
     },
     /// Write a miniature copy of a benchmark's files (original names, formats and layouts, a few
     /// samples) into a folder, to try the loaders and `ono train` without the real data.
@@ -227,7 +231,8 @@ fn main() -> Result<()> {
             profile,
             device,
             t_final,
-        }) => data_gen(&kind, n, res, seed, &out, &profile, &device, t_final),
+            batch,
+        }) => data_gen(&kind, n, res, seed, &out, &profile, &device, t_final, batch),
         Cmd::Data(DataCmd::Miniature { benchmark, out }) => {
             let b: Benchmark = benchmark.parse()?;
             let m = ono_data::benchmarks::miniature::write(b, &out)?;
@@ -553,6 +558,7 @@ fn data_gen(
     profile: &str,
     dev: &str,
     t_final: Option<f64>,
+    batch: Option<usize>,
 ) -> Result<()> {
     anyhow::ensure!(n > 0, "--n must be at least 1");
     let start = std::time::Instant::now();
@@ -594,6 +600,9 @@ fn data_gen(
             }
             if let Some(t) = t_final {
                 cfg.t_final = t;
+            }
+            if let Some(b) = batch {
+                cfg.batch_size = b;
             }
             let (a, u) =
                 cfg.generate_with_progress(n, seed, |done, _| bar.set_position(done as u64))?;
