@@ -48,12 +48,15 @@
 //!
 //! The flow at `ν = 1e-5` is chaotic: round-off differences (float32 against float64, CPU against
 //! CUDA FFTs) grow over `T = 20`, so trajectories are reproducible bit for bit only on the same
-//! device and precision; the statistics are not affected.
+//! device, precision, batch size and thread count (MKL's and cuFFT's algorithms depend on the
+//! last two); other batchings agree to round-off at short horizons (tested) and in their
+//! statistics at `T = 20`.
 //!
 //! # Cost and the reduced profile
 //!
-//! The full profile (256², `Δt = 1e-4`) costs minutes of CPU per sample and simulated time unit
-//! (`examples/ns_timing.rs`); it is meant for CUDA. [`NsConfig::reduced`] is the CPU profile: the
+//! The full profile (256², `Δt = 1e-4`) costs about 7.6 s of one CPU core per sample and simulated
+//! time unit, 2.5 min per sample for `T = 20` (`examples/ns_timing.rs`); it is meant for CUDA,
+//! where an H100 makes 100 samples in 2 min (`docs/benchmarks.md`). [`NsConfig::reduced`] is the CPU profile: the
 //! same scheme and initial-condition law solved directly at 64² (stride 1), the GRF drawn at 256²
 //! with the same `(seed, i)` streams and Fourier-truncated to 64², so that a reduced sample starts
 //! from (the resolved part of) the full profile's initial condition. Its deviation from the full

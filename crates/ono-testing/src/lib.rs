@@ -7,22 +7,27 @@
 //! - [`device_tests!`]: one test body run on CPU and (ignored unless asked for) on CUDA.
 //! - [`assert_libtorch_linked`]: proof that the shared link script did its job for this binary.
 
-use std::sync::Once;
+use std::sync::OnceLock;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use tch::{Device, Kind, Tensor};
 
-/// Limits torch to `ONO_TEST_THREADS` (default 1) intra-op threads, once per process.
+/// Limits torch to `ONO_TEST_THREADS` (default 1) intra-op threads on the calling thread.
+///
+/// libtorch keeps the OpenMP and MKL thread counts per OS thread (`omp_set_num_threads`,
+/// `mkl_set_num_threads_local`), and the test harness runs each test on a thread of its own, so
+/// this must run on every test's thread, not once per process: a test thread left at the default
+/// runs MKL's FFTs with dynamic threading, whose results are not bit-reproducible from call to call.
 pub fn init() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let threads = std::env::var("ONO_TEST_THREADS")
+    static THREADS: OnceLock<i32> = OnceLock::new();
+    let threads = *THREADS.get_or_init(|| {
+        std::env::var("ONO_TEST_THREADS")
             .ok()
             .and_then(|s| s.parse().ok())
-            .unwrap_or(1);
-        tch::set_num_threads(threads);
+            .unwrap_or(1)
     });
+    tch::set_num_threads(threads);
 }
 
 /// Seeds torch's generators (CPU and CUDA) and returns a Rust RNG seeded the same way.
