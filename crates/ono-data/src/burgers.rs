@@ -52,7 +52,6 @@
 //! `u0` in amplitude (standard deviations ≈ 0.01 against ≈ 0.6).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ndarray::Array2;
@@ -397,61 +396,14 @@ impl BurgersConfig {
         }
         let sampler = self.grf.sampler(self.resolution)?;
         let solver = self.solver(self.resolution)?;
-        let workers = if threads == 0 {
-            std::thread::available_parallelism().map_or(1, |w| w.get())
-        } else {
-            threads
+        let samples = crate::parallel::map_indexed(n, threads, |i| {
+            self.sample_with(&sampler, &solver, seed, i as u64)
+        })?;
+        for (i, (ai, ui)) in samples.into_iter().enumerate() {
+            a.row_mut(i).assign(&ndarray::ArrayView1::from(&ai));
+            u.row_mut(i).assign(&ndarray::ArrayView1::from(&ui));
         }
-        .min(n);
-        let next = AtomicUsize::new(0);
-        let failed = AtomicBool::new(false);
-        type Done = Vec<(usize, Result<(Vec<f64>, Vec<f64>)>)>;
-        let results: Vec<Done> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        while !failed.load(Ordering::Relaxed) {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= n {
-                                break;
-                            }
-                            let r = self.sample_with(&sampler, &solver, seed, i as u64);
-                            if r.is_err() {
-                                failed.store(true, Ordering::Relaxed);
-                            }
-                            done.push((i, r));
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| match h.join() {
-                    Ok(done) => done,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        });
-        let mut first_err: Option<(usize, Error)> = None;
-        for (i, r) in results.into_iter().flatten() {
-            match r {
-                Ok((ai, ui)) => {
-                    a.row_mut(i).assign(&ndarray::ArrayView1::from(&ai));
-                    u.row_mut(i).assign(&ndarray::ArrayView1::from(&ui));
-                }
-                Err(e) => {
-                    if first_err.as_ref().is_none_or(|(j, _)| i < *j) {
-                        first_err = Some((i, e));
-                    }
-                }
-            }
-        }
-        match first_err {
-            Some((_, e)) => Err(e),
-            None => Ok((a, u)),
-        }
+        Ok((a, u))
     }
 }
 

@@ -36,8 +36,6 @@
 //! [`Preconditioner::Jacobi`] is kept as a cross-check). A 421² sample takes about 0.17 s on one
 //! core (release build), of which the GRF is about 0.01 s.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-
 use ndarray::{Array2, Array3};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -215,59 +213,14 @@ impl DarcyConfig {
         }
         let sampler = self.grf.sampler(k)?;
         let solver = PreparedSolver::new(k)?;
-        let workers = std::thread::available_parallelism()
-            .map_or(1, |w| w.get())
-            .min(n);
-        let next = AtomicUsize::new(0);
-        let failed = AtomicBool::new(false);
-        type Done = Vec<(usize, Result<(Array2<f64>, Array2<f64>)>)>;
-        let results: Vec<Done> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        // Samples are handed out one at a time so that uneven solve times balance.
-                        while !failed.load(Ordering::Relaxed) {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= n {
-                                break;
-                            }
-                            let r = self.sample_with(&sampler, &solver, seed, (start + i) as u64);
-                            if r.is_err() {
-                                failed.store(true, Ordering::Relaxed);
-                            }
-                            done.push((i, r));
-                        }
-                        done
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| match h.join() {
-                    Ok(done) => done,
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect()
-        });
-        let mut first_err: Option<(usize, Error)> = None;
-        for (i, r) in results.into_iter().flatten() {
-            match r {
-                Ok((c, s)) => {
-                    coeffs.index_axis_mut(ndarray::Axis(0), i).assign(&c);
-                    sols.index_axis_mut(ndarray::Axis(0), i).assign(&s);
-                }
-                Err(e) => {
-                    if first_err.as_ref().is_none_or(|(j, _)| i < *j) {
-                        first_err = Some((i, e));
-                    }
-                }
-            }
+        let samples = crate::parallel::map_indexed(n, 0, |i| {
+            self.sample_with(&sampler, &solver, seed, (start + i) as u64)
+        })?;
+        for (i, (c, s)) in samples.into_iter().enumerate() {
+            coeffs.index_axis_mut(ndarray::Axis(0), i).assign(&c);
+            sols.index_axis_mut(ndarray::Axis(0), i).assign(&s);
         }
-        match first_err {
-            Some((_, e)) => Err(e),
-            None => Ok((coeffs, sols)),
-        }
+        Ok((coeffs, sols))
     }
 }
 

@@ -11,6 +11,7 @@ pub mod gnot;
 pub mod grf;
 pub mod navier_stokes;
 pub mod normalizer;
+pub mod parallel;
 pub mod point_cloud;
 pub mod readers;
 

@@ -30,6 +30,15 @@ pub fn init() {
     tch::set_num_threads(threads);
 }
 
+/// Serializes the tests of one binary that use torch's global generator (seeding it, building
+/// models, training): the harness runs tests on parallel threads, and a test that seeds, then draws,
+/// sees other tests' draws in between unless every such test holds this guard. A test that panicked
+/// while holding it does not poison it for the others.
+pub fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Seeds torch's generators (CPU and CUDA) and returns a Rust RNG seeded the same way.
 ///
 /// torch's generator is global, so tests that draw torch random numbers and compare against

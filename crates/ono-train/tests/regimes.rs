@@ -76,6 +76,8 @@ panels = 0
 
 #[test]
 fn autoregressive_training_and_free_rollout() {
+    let _rng = ono_testing::torch_rng_lock();
+    ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir("ar");
     wave_dataset(&dir.join("wave.safetensors"), 12, 32, 3, 4);
@@ -159,6 +161,8 @@ fn autoregressive_training_and_free_rollout() {
 
 #[test]
 fn per_time_step_training_covers_every_step() {
+    let _rng = ono_testing::torch_rng_lock();
+    ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir("pts");
     // Plasticity-like: a static input profile, 2 output channels over 5 time steps.
@@ -223,6 +227,8 @@ fn per_time_step_training_covers_every_step() {
 
 #[test]
 fn recompute_trains_like_the_plain_path() {
+    let _rng = ono_testing::torch_rng_lock();
+    ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir("recompute");
     let make = |s: i64| {
