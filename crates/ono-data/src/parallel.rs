@@ -81,7 +81,7 @@ mod tests {
             let v = map_indexed(37, workers, |i| Ok(i * i)).unwrap();
             assert_eq!(v, (0..37).map(|i| i * i).collect::<Vec<_>>());
         }
-        assert!(map_indexed(0, 4, |i| Ok(i)).unwrap().is_empty());
+        assert!(map_indexed(0, 4, Ok).unwrap().is_empty());
     }
 
     #[test]
