@@ -358,12 +358,16 @@ impl Trainer {
                 m
             }
         };
+        // Initialised on the CPU, as the reference (`ONO(...).cuda()`) does, then moved: the
+        // initial weights of a seed are the same on every device, since the CPU and CUDA
+        // generators draw different numbers.
         tch::manual_seed(cfg.seed as i64);
-        let mut vs = VarStore::new(device);
+        let mut vs = VarStore::new(Device::Cpu);
         let model = model_cfg.init(&vs.root())?;
         if kind == Kind::Double {
             vs.double();
         }
+        vs.set_device(device);
         let mut opt = AdamW::new(&vs, cfg.optimizer.adamw())?;
 
         let n_train = train.len() as u64;

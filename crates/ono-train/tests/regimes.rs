@@ -165,30 +165,7 @@ fn per_time_step_training_covers_every_step() {
     ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir("pts");
-    // Plasticity-like: a static input profile, 2 output channels over 5 time steps.
-    let make = |s: i64| {
-        let fx = Tensor::rand([s, 24, 1], (Kind::Float, Device::Cpu)) + 0.5;
-        let t = Tensor::linspace(0.0, 1.0, 5, (Kind::Float, Device::Cpu)).view([1, 1, 1, 5]);
-        let y = Tensor::cat(
-            &[
-                fx.unsqueeze(-1) * (&t + 1.0),
-                fx.unsqueeze(-1).square() - &t,
-            ],
-            2,
-        );
-        Split {
-            fx,
-            y,
-            pos: positions(24),
-        }
-    };
-    TensorDataset {
-        train: make(8),
-        test: make(4),
-        grid: None,
-    }
-    .write(&dir.join("pla.safetensors"))
-    .unwrap();
+    plasticity_dataset(&dir.join("pla.safetensors"));
     let cfg = config(
         &dir,
         "pla.safetensors",
@@ -262,5 +239,103 @@ fn recompute_trains_like_the_plain_path() {
     for ((n, a), (_, b)) in plain.iter().zip(&re) {
         let err = (a - b).abs().max().double_value(&[]);
         assert!(err < 1e-9, "{n}: {err}");
+    }
+}
+
+/// Plasticity-like: a static input profile, 2 output channels over 5 time steps.
+fn plasticity_dataset(path: &Path) {
+    let make = |s: i64| {
+        let fx = Tensor::rand([s, 24, 1], (Kind::Float, Device::Cpu)) + 0.5;
+        let t = Tensor::linspace(0.0, 1.0, 5, (Kind::Float, Device::Cpu)).view([1, 1, 1, 5]);
+        let y = Tensor::cat(
+            &[
+                fx.unsqueeze(-1) * (&t + 1.0),
+                fx.unsqueeze(-1).square() - &t,
+            ],
+            2,
+        );
+        Split {
+            fx,
+            y,
+            pos: positions(24),
+        }
+    };
+    TensorDataset {
+        train: make(8),
+        test: make(4),
+        grid: None,
+    }
+    .write(path)
+    .unwrap();
+}
+
+/// A steady set (`y` = a pointwise function of `fx`).
+fn steady_dataset(path: &Path) {
+    let make = |s: i64| {
+        let fx = Tensor::randn([s, 20, 1], (Kind::Float, Device::Cpu));
+        let y = &fx * 2.0 + fx.square() + 1.0;
+        Split {
+            fx,
+            y,
+            pos: positions(20),
+        }
+    };
+    TensorDataset {
+        train: make(8),
+        test: make(4),
+        grid: None,
+    }
+    .write(path)
+    .unwrap();
+}
+
+ono_testing::device_tests! {
+    /// Every regime (steady plain and recomputed with normalizers, autoregressive, per time
+    /// step) trains on `dev`, in float64, to the CPU's result; the checkpoint written from `dev`
+    /// predicts on the CPU. The CPU variant is the control (it must equal itself).
+    fn every_regime_trains_on_the_device_like_on_the_cpu(dev) {
+        let _rng = ono_testing::torch_rng_lock();
+        tch::manual_seed(0);
+        let dir = temp_dir(&format!("dev-{dev:?}").replace([':', '(', ')'], ""));
+        steady_dataset(&dir.join("s.safetensors"));
+        wave_dataset(&dir.join("wave.safetensors"), 8, 24, 3, 3);
+        plasticity_dataset(&dir.join("pla.safetensors"));
+        let cases = [
+            ("s.safetensors", "normalize_x = \"unit\"\nnormalize_y = \"gaussian\"", false),
+            ("s.safetensors", "normalize_y = \"unit\"", true),
+            ("wave.safetensors", "regime = \"autoregressive\"", false),
+            ("pla.safetensors", "regime = \"per_time_step\"\nnormalize_x = \"unit\"", false),
+        ];
+        for (i, (data, extra, recompute)) in cases.into_iter().enumerate() {
+            let run = |device: Device, out: &str| {
+                let mut cfg = config(&dir, data, out, extra);
+                cfg.double = true;
+                cfg.recompute = recompute;
+                cfg.device = match device {
+                    Device::Cuda(n) => format!("cuda:{n}"),
+                    _ => "cpu".into(),
+                };
+                let mut tr = Trainer::new(cfg, false).unwrap();
+                let s = tr.run(&Progress::Quiet).unwrap();
+                s.final_test.unwrap()
+            };
+            let on_cpu = run(Device::Cpu, &format!("cpu{i}"));
+            let on_dev = run(dev, &format!("dev{i}"));
+            println!("case {i}: test error CPU {on_cpu:.12}, {dev:?} {on_dev:.12}");
+            assert!(on_dev.is_finite());
+            assert!(
+                (on_dev - on_cpu).abs() <= 1e-6 * on_cpu,
+                "case {i}: {on_dev} on {dev:?} against {on_cpu} on the CPU"
+            );
+            // The checkpoint written on `dev` loads and predicts on the CPU.
+            let ckpt = dir.join(format!("dev{i}/checkpoints/last.safetensors"));
+            let (p, _) = Predictor::from_checkpoint(&ckpt, Device::Cpu).unwrap();
+            let ds = TensorDataset::read(&dir.join(data)).unwrap();
+            let steps = if ds.test.y.dim() == 4 { ds.test.y.size()[3] } else { 0 };
+            let pos = ds.test.pos.expand([4, -1, -1], false).to_kind(Kind::Double);
+            let pred = p.predict(&pos, &ds.test.fx.to_kind(Kind::Double), steps).unwrap();
+            assert_eq!(pred.device(), Device::Cpu);
+            assert_eq!(pred.size()[0], 4);
+        }
     }
 }
