@@ -208,22 +208,7 @@ fn recompute_trains_like_the_plain_path() {
     ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir("recompute");
-    let make = |s: i64| {
-        let fx = Tensor::randn([s, 20, 1], (Kind::Float, Device::Cpu));
-        let y = &fx * 2.0 + fx.square() + 1.0;
-        Split {
-            fx,
-            y,
-            pos: positions(20),
-        }
-    };
-    TensorDataset {
-        train: make(8),
-        test: make(4),
-        grid: None,
-    }
-    .write(&dir.join("s.safetensors"))
-    .unwrap();
+    steady_dataset(&dir.join("s.safetensors"));
     let run = |out: &str, extra: &str| {
         let mut cfg = config(&dir, "s.safetensors", out, "normalize_y = \"unit\"");
         cfg.double = true;
