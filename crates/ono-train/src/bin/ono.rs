@@ -444,7 +444,10 @@ fn info() -> Result<()> {
 /// step. With glibc's defaults every (B, N, h) activation (15–35 MB) is a fresh mmap, zeroed by
 /// page faults on first touch, and unmapped again when the step ends: the Elasticity training
 /// step measured 8.1 s with this tuning against 21.7 s without (docs/benchmarks.md). Blocks up
-/// to 32 MiB then come from the heap, which is trimmed only above 2 GiB of free space.
+/// to 32 MiB then come from the heap, which is trimmed only above 2 GiB of free space and grows
+/// by at least 1 GiB at a time: with 256 MiB the recomputed Darcy step (which frees and
+/// reallocates one block's activations per block) took 26.5–27.7 s against 17.1–21.1 s, for
+/// about 0.3 GiB more peak memory; NS2d and Elasticity did not change (docs/benchmarks.md).
 /// `ONO_MALLOC_DEFAULTS=1` keeps glibc's behaviour.
 fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -453,7 +456,7 @@ fn tune_allocator() {
         unsafe {
             libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
             libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
-            libc::mallopt(libc::M_TOP_PAD, 256 << 20);
+            libc::mallopt(libc::M_TOP_PAD, 1 << 30);
         }
     }
 }
