@@ -123,10 +123,10 @@ impl Split {
     /// The samples at `indices`, moved to `device` and cast to `kind`.
     pub fn batch(&self, indices: &[i64], device: Device, kind: Kind) -> Result<Batch> {
         let b = indices.len() as i64;
-        let idx = Tensor::from_slice(indices);
         // The split may already live on the training device (normalized splits do).
+        let idx = Tensor::from_slice(indices).f_to_device(self.fx.device())?;
         let pick = |t: &Tensor| -> Result<Tensor> {
-            Ok(t.f_index_select(0, &idx.f_to_device(t.device())?)?
+            Ok(t.f_index_select(0, &idx)?
                 .f_to_device(device)?
                 .f_to_kind(kind)?)
         };

@@ -56,8 +56,8 @@
 //!
 //! The full profile (256², `Δt = 1e-4`) costs about 7.6 s of one CPU core per sample and simulated
 //! time unit, 2.5 min per sample for `T = 20` (`examples/ns_timing.rs`); it is meant for CUDA,
-//! where an H100 makes 100 samples in 2 min (`docs/benchmarks.md`). [`NsConfig::reduced`] is the CPU profile: the
-//! same scheme and initial-condition law solved directly at 64² (stride 1), the GRF drawn at 256²
+//! where an H100 makes 100 samples in 2 min (`docs/benchmarks.md`). [`NsConfig::reduced`] is the
+//! CPU profile: the same scheme and initial-condition law solved directly at 64² (stride 1), the GRF drawn at 256²
 //! with the same `(seed, i)` streams and Fourier-truncated to 64², so that a reduced sample starts
 //! from (the resolved part of) the full profile's initial condition. Its deviation from the full
 //! profile is measured by `examples/ns_timing.rs deviation` and documented in `docs/`.

@@ -35,13 +35,7 @@ fn wave_dataset(path: &Path, s: i64, n: i64, t_in: i64, t_out: i64) {
             pos: positions(n),
         }
     };
-    TensorDataset {
-        train: make(s),
-        test: make(4),
-        grid: None,
-    }
-    .write(path)
-    .unwrap();
+    write_splits(path, make(s), make(4));
 }
 
 fn config(dir: &Path, data: &str, out: &str, data_extra: &str) -> TrainConfig {
@@ -227,6 +221,17 @@ fn recompute_trains_like_the_plain_path() {
     }
 }
 
+/// A data set file of the given train and test splits (no grid).
+fn write_splits(path: &Path, train: Split, test: Split) {
+    TensorDataset {
+        train,
+        test,
+        grid: None,
+    }
+    .write(path)
+    .unwrap();
+}
+
 /// Plasticity-like: a static input profile, 2 output channels over 5 time steps.
 fn plasticity_dataset(path: &Path) {
     let make = |s: i64| {
@@ -245,13 +250,7 @@ fn plasticity_dataset(path: &Path) {
             pos: positions(24),
         }
     };
-    TensorDataset {
-        train: make(8),
-        test: make(4),
-        grid: None,
-    }
-    .write(path)
-    .unwrap();
+    write_splits(path, make(8), make(4));
 }
 
 /// A steady set (`y` = a pointwise function of `fx`).
@@ -265,13 +264,7 @@ fn steady_dataset(path: &Path) {
             pos: positions(20),
         }
     };
-    TensorDataset {
-        train: make(8),
-        test: make(4),
-        grid: None,
-    }
-    .write(path)
-    .unwrap();
+    write_splits(path, make(8), make(4));
 }
 
 ono_testing::device_tests! {
