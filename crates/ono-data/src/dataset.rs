@@ -14,21 +14,6 @@ use tch::{Device, Kind, Tensor};
 
 use crate::{Error, Result};
 
-/// How samples are fed to a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum Regime {
-    /// Input function → solution, one forward per batch.
-    #[default]
-    Steady,
-    /// NS2d: the last `t_in` frames in, one frame out, a sliding window over the targets' time
-    /// axis; teacher forcing in training (or free-running), free rollout in evaluation.
-    Autoregressive,
-    /// Plasticity: one forward, backward and optimizer step per time step, in an order shuffled
-    /// independently per sample; the schedule steps once per batch.
-    PerTimeStep,
-}
-
 /// One split, in memory.
 #[derive(Debug)]
 pub struct Split {

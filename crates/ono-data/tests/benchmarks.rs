@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use ono_data::benchmarks::miniature::{self, code};
 use ono_data::benchmarks::{self, Benchmark, Layout, LoadOptions};
-use ono_data::normalizer::NormalizerKind;
 use tch::Tensor;
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -49,22 +48,14 @@ fn darcy_subsamples_splits_and_keeps_the_axes() {
     // Positions: pos[..., 0] the column coordinate, pos[..., 1] the row coordinate.
     assert_eq!(at(&d.train.pos, &[0, 1, 0]), 0.25);
     assert_eq!(at(&d.train.pos, &[0, 1, 1]), 0.0);
-    assert_eq!(
-        (
-            l.recipe.normalize_x,
-            l.recipe.normalize_y,
-            l.recipe.derivative_alpha
-        ),
-        (NormalizerKind::Unit, NormalizerKind::Unit, 0.1)
-    );
     assert!(
         l.notes.iter().any(|n| n.contains("[3.0, 12.0]")),
         "{:?}",
         l.notes
     );
+    // The FNO layout reads the same files (its normalizers are the trainer's recipe).
     let (f, _) = load(Benchmark::Darcy, Layout::Fno);
-    assert_eq!(f.recipe.normalize_y, NormalizerKind::Gaussian);
-    assert_eq!(f.recipe.derivative_alpha, 0.0);
+    assert!(f.dataset.train.y.size()[0] > 0);
 }
 
 #[test]
@@ -84,7 +75,6 @@ fn ns2d_frames_in_and_out_and_the_last_samples_for_test() {
         at(&d.test.fx, &[0, 9, 0]),
         code(&[first_test, 1, 1, 0]) + 1.0
     );
-    assert_eq!(l.recipe.regime, ono_data::dataset::Regime::Autoregressive);
 }
 
 #[test]
@@ -128,9 +118,6 @@ fn pipe_uses_channel_zero_and_point_index_positions() {
         at(&d.test.fx, &[1, 19, 1]),
         code(&[m.ntrain + 1, 3, 4]) + 2.0
     );
-    assert_eq!(l.recipe.normalize_x, NormalizerKind::Unit);
-    let (f, _) = load(Benchmark::Pipe, Layout::Fno);
-    assert_eq!(f.recipe.normalize_x, NormalizerKind::None);
 }
 
 #[test]
@@ -170,7 +157,6 @@ fn plasticity_repeats_the_profile_and_puts_channels_before_time() {
         at(&d.test.fx, &[0, 0, 0]),
         code(&[m.samples - m.ntest, 0]) + 1.0
     );
-    assert_eq!(l.recipe.regime, ono_data::dataset::Regime::PerTimeStep);
 }
 
 #[test]

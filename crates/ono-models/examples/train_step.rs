@@ -172,7 +172,7 @@ fn main() -> anyhow::Result<()> {
             drop(out);
         } else {
             let pred = model.forward(&pos, &fx, t.as_ref(), true)?;
-            let loss = relative_l2(&pred, &y, Reduction::Sum)?;
+            let loss = relative_l2(&pred, &y, Reduction::Sum, None)?;
             loss.backward();
             for v in &vars {
                 let mut g = v.grad();

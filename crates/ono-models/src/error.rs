@@ -19,6 +19,15 @@ pub enum Error {
     /// A configuration that cannot build the model.
     #[error("invalid model configuration: {0}")]
     Config(String),
+    /// An input this architecture cannot take (a padding mask, query points, …).
+    #[error("the `{arch}` architecture does not take {what}")]
+    Unsupported {
+        arch: &'static str,
+        what: &'static str,
+    },
+    /// The loss closure of a training step failed; the source is the caller's own error.
+    #[error("the loss failed: {0}")]
+    Loss(#[source] crate::operator::LossError),
     /// A layer refused (shapes, weights files, kernels).
     #[error(transparent)]
     Nn(#[from] ono_nn::Error),

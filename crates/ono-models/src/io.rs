@@ -1,6 +1,9 @@
-//! Saving and loading a whole ONO model in one safetensors file: every parameter and buffer (EMA
-//! covariances with their counters, BatchNorm statistics) plus the configuration as JSON metadata,
-//! so a file alone rebuilds the model.
+//! Saving and loading a whole model of any architecture in one safetensors file: every parameter
+//! and buffer (EMA covariances with their counters, BatchNorm statistics) plus the configuration
+//! as JSON metadata, so a file alone rebuilds the model.
+//!
+//! The configuration is stored under `model_config` with its `arch`; files written before the
+//! registry existed hold an ONO configuration under `ono_config` and still load.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,7 +11,8 @@ use std::path::Path;
 use tch::nn::VarStore;
 use tch::{Device, Kind};
 
-use crate::ono::{Ono, OnoConfig};
+use crate::model::Model;
+use crate::registry::ModelConfig;
 use crate::{Error, Result};
 use ono_nn::weights;
 
@@ -16,11 +20,13 @@ use ono_nn::weights;
 pub const FORMAT_KEY: &str = "format";
 /// Value of the format tag.
 pub const FORMAT: &str = "ono-model-v1";
-/// Metadata key of the JSON configuration.
-pub const CONFIG_KEY: &str = "ono_config";
+/// Metadata key of the JSON configuration (with its `arch`).
+pub const CONFIG_KEY: &str = "model_config";
+/// Metadata key of the configuration in files written before the registry (ONO only).
+pub const LEGACY_CONFIG_KEY: &str = "ono_config";
 
-/// Writes the model (all of `vs`) and its configuration, atomically.
-pub fn save(path: &Path, vs: &VarStore, cfg: &OnoConfig) -> Result<()> {
+/// Writes the variables of `vs` and their configuration, atomically.
+pub fn save(path: &Path, vs: &VarStore, cfg: &ModelConfig) -> Result<()> {
     let vars = vs.variables();
     let config = serde_json::to_string(cfg).map_err(|e| Error::Config(e.to_string()))?;
     let meta = HashMap::from([
@@ -32,7 +38,7 @@ pub fn save(path: &Path, vs: &VarStore, cfg: &OnoConfig) -> Result<()> {
 }
 
 /// Rebuilds a model saved by [`save`] on `device`, in the floating kind it was saved in.
-pub fn load(path: &Path, device: Device) -> Result<(VarStore, Ono)> {
+pub fn load(path: &Path, device: Device) -> Result<Model> {
     let (tensors, meta) = weights::read_safetensors(path)?;
     let bad = |msg: String| {
         Error::Nn(ono_nn::Error::Weights {
@@ -43,24 +49,30 @@ pub fn load(path: &Path, device: Device) -> Result<(VarStore, Ono)> {
     if meta.get(FORMAT_KEY).map(String::as_str) != Some(FORMAT) {
         return Err(bad(format!(
             "not an ONO model file (metadata {FORMAT_KEY} = {:?}, expected {FORMAT:?}); \
-             reference state_dicts load with reference::load_reference_file",
+             reference state_dicts load with Model::load_reference_file",
             meta.get(FORMAT_KEY)
         )));
     }
-    let cfg: OnoConfig = serde_json::from_str(
-        meta.get(CONFIG_KEY)
-            .ok_or_else(|| bad(format!("no {CONFIG_KEY} metadata")))?,
-    )
-    .map_err(|e| bad(format!("configuration: {e}")))?;
-    let mut vs = VarStore::new(device);
-    let model = cfg.init(&vs.root())?;
+    let text = meta
+        .get(CONFIG_KEY)
+        .or_else(|| meta.get(LEGACY_CONFIG_KEY))
+        .ok_or_else(|| bad(format!("no {CONFIG_KEY} metadata")))?;
+    let cfg: ModelConfig =
+        serde_json::from_str(text).map_err(|e| bad(format!("configuration: {e}")))?;
+    // The first floating tensor decides the kind (float32 unless saved in float64).
     let kind = tensors
-        .get("preprocess.linear_post.weight")
+        .values()
+        .find(|t| t.is_floating_point())
         .map(|t| t.kind())
         .unwrap_or(Kind::Float);
-    if kind == Kind::Double {
-        vs.double();
+    let model = Model::new(&cfg, device, kind)?;
+    model.load_tensors(&tensors, path)?;
+    Ok(model)
+}
+
+impl Model {
+    /// [`save`]s this model.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        save(path, self.var_store(), self.config())
     }
-    weights::copy_into(&vs, &tensors, false, path)?;
-    Ok((vs, model))
 }

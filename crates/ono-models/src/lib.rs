@@ -1,19 +1,31 @@
-//! Neural operator models: the Orthogonal Neural Operator and the baselines it is judged against
-//! (Galerkin/Fourier Transformer, GNOT, the FNO family).
+//! Neural operator models behind one trait: the Orthogonal Neural Operator and the baselines it is
+//! judged against.
+//!
+//! - [`NeuralOperator`] (`operator.rs`): what every architecture implements, on one input type,
+//!   [`ModelInput`];
+//! - [`ModelConfig`] (`registry.rs`): the configuration of any registered architecture
+//!   (`arch = "ono" | "mlp"`), with presets; [`Model`] (`model.rs`) builds and owns one;
+//! - one folder per architecture: [`ono`] (ONO, its cross-attention variant, presets, reference
+//!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor);
+//! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
 
 mod error;
+pub mod fixture;
 pub mod io;
+mod model;
 pub mod ono;
-pub mod ono_cross;
-pub mod presets;
-pub mod recompute;
-pub mod reference;
-pub mod reference_check;
+mod operator;
+pub mod pointwise;
+pub mod registry;
 
 pub use error::{Error, Result};
-pub use ono::{NnBlock, Ono, OnoConfig};
-pub use ono_cross::OnoCross;
-pub use presets::Preset;
+pub use model::Model;
+pub use ono::{NnBlock, Ono, OnoConfig, OnoCross, Preset};
+pub use operator::{
+    plain_forward_backward, InputFunction, InputPart, LossError, LossFn, ModelInput, NeuralOperator,
+};
+pub use pointwise::{PointwiseMlp, PointwiseMlpConfig};
+pub use registry::{ArchConfig, DataDims, ModelConfig, ARCHS};
 
 /// Number of trainable scalars in a `VarStore` (buffers excluded), as PyTorch's
 /// `sum(p.numel() for p in model.parameters())`.

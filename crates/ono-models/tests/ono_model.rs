@@ -3,9 +3,12 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ono_models::reference::{export_reference, import_reference, load_reference_file};
-use ono_models::reference_check::config_from_reference;
-use ono_models::{io, parameter_count, Error, NnBlock, Ono, OnoConfig, Preset};
+use ono_models::ono::reference::{
+    config_from_reference, export_reference, import_reference, load_reference_file,
+};
+use ono_models::{
+    io, parameter_count, Error, ModelConfig, ModelInput, NnBlock, Ono, OnoConfig, Preset,
+};
 use ono_nn::orthogonal::Orthogonalization;
 use ono_nn::weights::read_safetensors;
 use ono_testing::{assert_close, seeded};
@@ -112,10 +115,10 @@ fn save_then_load_is_bit_identical() {
             let _ = tch::no_grad(|| model.forward(&pos, &fx, None, true)).unwrap();
         }
         let path = dir.join(format!("model{i}.safetensors"));
-        io::save(&path, &vs, &cfg).unwrap();
-        let (vs2, model2) = io::load(&path, Device::Cpu).unwrap();
-        assert_eq!(model2.config(), &cfg);
-        let (a, b) = (vs.variables(), vs2.variables());
+        io::save(&path, &vs, &cfg.into()).unwrap();
+        let model2 = io::load(&path, Device::Cpu).unwrap();
+        assert_eq!(model2.config(), &ModelConfig::from(cfg));
+        let (a, b) = (vs.variables(), model2.var_store().variables());
         assert_eq!(
             a.keys().collect::<Vec<_>>().len(),
             b.keys().collect::<Vec<_>>().len()
@@ -125,7 +128,7 @@ fn save_then_load_is_bit_identical() {
             assert!(t.equal(&b[name]), "{name} differs after load");
         }
         let out1 = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
-        let out2 = tch::no_grad(|| model2.forward(&pos, &fx, None, false)).unwrap();
+        let out2 = tch::no_grad(|| model2.forward(&ModelInput::new(&pos, &fx), false)).unwrap();
         assert!(out1.equal(&out2));
     }
     // f64 models come back in f64.
@@ -133,9 +136,12 @@ fn save_then_load_is_bit_identical() {
     let (mut vs, _) = build(&cfg);
     vs.double();
     let path = dir.join("model_f64.safetensors");
-    io::save(&path, &vs, &cfg).unwrap();
-    let (vs2, _) = io::load(&path, Device::Cpu).unwrap();
-    assert_eq!(vs2.variables()["blocks.0.mu"].kind(), Kind::Double);
+    io::save(&path, &vs, &cfg.into()).unwrap();
+    let model2 = io::load(&path, Device::Cpu).unwrap();
+    assert_eq!(
+        model2.var_store().variables()["blocks.0.mu"].kind(),
+        Kind::Double
+    );
     // No temporary files are left behind by the atomic writes.
     let leftovers: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -154,7 +160,7 @@ fn truncated_and_foreign_files_are_errors() {
     let cfg = small(NnBlock::LinearTransformer, Orthogonalization::Orthonormal);
     let (vs, _) = build(&cfg);
     let path = dir.join("m.safetensors");
-    io::save(&path, &vs, &cfg).unwrap();
+    io::save(&path, &vs, &cfg.into()).unwrap();
     let bytes = std::fs::read(&path).unwrap();
     let cut = dir.join("cut.safetensors");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();

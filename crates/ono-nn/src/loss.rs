@@ -1,4 +1,5 @@
-//! The relative L2 loss of the reference (`testloss.py`, `TestLoss.rel`).
+//! The relative L2 loss of the reference (`testloss.py`, `TestLoss.rel`): the one implementation
+//! every crate uses (training loss, metrics, reference checks), with an optional padding mask.
 
 use tch::Tensor;
 
@@ -16,22 +17,49 @@ pub enum Reduction {
 }
 
 /// ‖pred_b − target_b‖₂ / ‖target_b‖₂ per sample over the flattened tensor, with no epsilon
-/// (a zero target gives Inf/NaN, as the reference).
+/// (a zero target gives Inf/NaN, as the reference). With `mask`, only the real points of a
+/// ragged batch count: padded points (false) are left out of both norms.
 ///
 /// # Shapes
-/// - `pred`, `target`: (B, ...) of equal shape
+/// - `pred`, `target`: (B, N, ...) of equal shape
+/// - `mask`: (B, N) bool or 0/1, optional
 /// - returns: () for `Sum`/`Mean`, (B) for `None`
-pub fn relative_l2(pred: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    if pred.size() != target.size() || pred.dim() == 0 {
+pub fn relative_l2(
+    pred: &Tensor,
+    target: &Tensor,
+    reduction: Reduction,
+    mask: Option<&Tensor>,
+) -> Result<Tensor> {
+    let ps = pred.size();
+    if ps != target.size() || pred.dim() == 0 {
         return Err(Error::Shape {
             op: "relative_l2",
-            expected: format!("a target of the prediction's shape {:?}", pred.size()),
+            expected: format!("a target of the prediction's shape {ps:?}"),
             got: target.size(),
         });
     }
-    let b = pred.size()[0];
-    let p = pred.f_reshape([b, -1])?;
-    let t = target.f_reshape([b, -1])?;
+    let b = ps[0];
+    let (mut p, mut t) = (pred.shallow_clone(), target.shallow_clone());
+    if let Some(mask) = mask {
+        if ps.len() < 2 || mask.size() != ps[..2] {
+            return Err(Error::Shape {
+                op: "relative_l2",
+                expected: format!("a mask of the first two sizes of the prediction {ps:?}"),
+                got: mask.size(),
+            });
+        }
+        // (B, N) → (B, N, 1, …) so it broadcasts over the channels.
+        let mut shape = ps[..2].to_vec();
+        shape.resize(ps.len(), 1);
+        let m = mask
+            .f_to_kind(tch::Kind::Bool)?
+            .f_to_kind(pred.kind())?
+            .f_reshape(shape.as_slice())?;
+        p = p.f_mul(&m)?;
+        t = t.f_mul(&m)?;
+    }
+    let p = p.f_reshape([b, -1])?;
+    let t = t.f_reshape([b, -1])?;
     let dim = &[1i64][..];
     let num = p.f_sub(&t)?.f_norm_scalaropt_dim(2, dim, false)?;
     let den = t.f_norm_scalaropt_dim(2, dim, false)?;

@@ -40,11 +40,11 @@ fn relative_l2_is_the_per_sample_norm_ratio_summed() {
     let target = Tensor::from_slice(&[3.0f64, 4.0, 0.0, 1.0]).view([2, 2, 1]);
     let pred = Tensor::from_slice(&[3.0f64, 0.0, 0.0, 3.0]).view([2, 2, 1]);
     // Sample 0: ‖(0, −4)‖/5 = 0.8; sample 1: ‖(0, 2)‖/1 = 2.
-    let sum = relative_l2(&pred, &target, Reduction::Sum).unwrap();
+    let sum = relative_l2(&pred, &target, Reduction::Sum, None).unwrap();
     assert!((sum.double_value(&[]) - 2.8).abs() < 1e-15);
-    let mean = relative_l2(&pred, &target, Reduction::Mean).unwrap();
+    let mean = relative_l2(&pred, &target, Reduction::Mean, None).unwrap();
     assert!((mean.double_value(&[]) - 1.4).abs() < 1e-15);
-    assert!(relative_l2(&pred, &target.view([2, 2]), Reduction::Sum).is_err());
+    assert!(relative_l2(&pred, &target.view([2, 2]), Reduction::Sum, None).is_err());
 }
 
 #[test]

@@ -1,17 +1,18 @@
-//! Timing of full training steps at a preset's shapes: forward, loss, backward, clipping and
-//! AdamW, on random data, after a warm-up — the figure compared with the PyTorch original.
+//! Timing of full training steps of any architecture at a benchmark's shapes: forward, loss,
+//! backward, clipping and AdamW, on random data, after a warm-up — the figure compared with the
+//! PyTorch originals.
 
 use std::time::Instant;
 
-use ono_models::Preset;
+use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset};
 use serde::Serialize;
-use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::{AdamW, AdamWConfig};
 use crate::{loss, Error, Result};
 
-/// Points per sample and time steps of each preset's benchmark (reference notes §3.1).
+/// Points per sample and, for Darcy's derivative loss, the square grid side of each ONO preset's
+/// benchmark (docs/reference-implementations.md#ono-training-recipes).
 pub fn preset_points(preset: Preset) -> (i64, Option<i64>) {
     match preset {
         Preset::Darcy => (85 * 85, Some(85)),
@@ -24,11 +25,51 @@ pub fn preset_points(preset: Preset) -> (i64, Option<i64>) {
     }
 }
 
+/// The shapes a step is timed at: those of an ONO preset's benchmark (points per sample, batch
+/// size, input and output channels, a time input), named like the preset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepShapes {
+    /// The ONO preset (and so the benchmark) the shapes come from.
+    pub preset: Preset,
+    /// Samples per step.
+    pub batch: i64,
+    /// Points per sample.
+    pub points: i64,
+    /// The square grid side for Darcy's derivative loss.
+    pub square: Option<i64>,
+    /// The data's dimensions.
+    pub dims: DataDims,
+}
+
+impl StepShapes {
+    /// The shapes of `preset`'s benchmark.
+    pub fn of(preset: Preset) -> Self {
+        let cfg = preset.config();
+        let (points, square) = preset_points(preset);
+        Self {
+            preset,
+            batch: preset.batch_size(),
+            points,
+            square,
+            dims: DataDims {
+                space_dim: cfg.space_dim,
+                fun_dim: cfg.fun_dim,
+                out_dim: cfg.out_dim,
+                time_input: cfg.time_input,
+            },
+        }
+    }
+}
+
 /// One JSON line of `ono bench-step`.
 #[derive(Debug, Clone, Serialize)]
 pub struct StepReport {
-    /// The preset.
+    /// The architecture.
+    pub arch: String,
+    /// The architecture's preset.
     pub preset: String,
+    /// The benchmark whose shapes were used (an ONO preset name).
+    pub shapes: String,
     /// Samples per step.
     pub batch: i64,
     /// Points per sample.
@@ -51,15 +92,20 @@ pub struct StepReport {
     pub device: String,
 }
 
-/// Times `steps` training steps after `warmup` untimed ones. The loss is the reference's:
-/// Σ_b relative L2, plus Darcy's derivative term (α = 0.1) at the Darcy preset; one forward per
-/// step (NS's ten-frame rollout and Plasticity's twenty time steps are one frame / one step here,
-/// as the per-call cost the PyTorch figure was measured on).
+/// Times `steps` training steps of `config` (its data dimensions are set from `shapes`) after
+/// `warmup` untimed ones. The loss is the reference's: Σ_b relative L2, plus Darcy's derivative
+/// term (α = 0.1) at the Darcy shapes; one forward per step (NS's ten-frame rollout and
+/// Plasticity's twenty time steps are one frame / one step here, as the per-call cost the
+/// PyTorch figure was measured on).
 ///
-/// `recompute` trains with per-block activation recomputation
-/// ([`ono_models::Ono::forward_backward_recompute`]): less memory, one more forward per block.
+/// `recompute` trains through the model's recomputation hook (ONO: per-block activation
+/// recomputation, [`ono_models::Ono::forward_backward_recompute`]): less memory, one more
+/// forward per block.
+#[allow(clippy::too_many_arguments)]
 pub fn bench_step(
-    preset: Preset,
+    config: &ModelConfig,
+    preset_name: &str,
+    shapes: StepShapes,
     steps: usize,
     warmup: usize,
     device: Device,
@@ -68,45 +114,49 @@ pub fn bench_step(
     if steps == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
     }
+    let mut config = config.clone();
+    config.set_data_dims(shapes.dims);
     tch::manual_seed(0);
-    let cfg = preset.config();
-    let vs = VarStore::new(device);
-    let model = cfg.init(&vs.root())?;
+    let model = Model::new(&config, device, Kind::Float)?;
+    if recompute && !model.operator().supports_recompute() {
+        return Err(Error::config(
+            "--recompute",
+            format!(
+                "the `{}` architecture has no activation recomputation",
+                model.arch()
+            ),
+        ));
+    }
     let mut opt = AdamW::new(
-        &vs,
+        model.var_store(),
         AdamWConfig {
             weight_decay: 1e-5,
             ..Default::default()
         },
     )?;
-    let (n, square) = preset_points(preset);
-    let b = preset.batch_size();
+    let (b, n, d) = (shapes.batch, shapes.points, shapes.dims);
     let opts = (Kind::Float, device);
-    let pos = Tensor::f_rand([b, n, cfg.space_dim], opts)?;
-    let fx = Tensor::f_randn([b, n, cfg.fun_dim], opts)?;
-    let y = Tensor::f_randn([b, n, cfg.out_dim], opts)?;
-    let t = cfg
+    let pos = Tensor::f_rand([b, n, d.space_dim], opts)?;
+    let fx = Tensor::f_randn([b, n, d.fun_dim], opts)?;
+    let y = Tensor::f_randn([b, n, d.out_dim], opts)?;
+    let t = d
         .time_input
         .then(|| Tensor::f_rand([b, 1], opts))
         .transpose()?;
+    let input = ModelInput::new(&pos, &fx).with_time(t.as_ref());
+    let square = shapes.square;
+    let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
+        Ok(match square {
+            Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
+            None => loss::relative_l2(pred, &y, loss::Reduction::Sum, None)?,
+        })
+    };
     let mut times = Vec::with_capacity(steps);
     for i in 0..warmup + steps {
         sync(device);
         let start = Instant::now();
-        let loss_of = |pred: &Tensor| -> ono_models::Result<Tensor> {
-            let l = match square {
-                Some(s) => loss::darcy_loss(pred, &y, s, 0.1),
-                None => loss::relative_l2(pred, &y, ono_nn::loss::Reduction::Sum),
-            };
-            l.map_err(|e| ono_models::Error::Config(e.to_string()))
-        };
         opt.zero_grad();
-        if recompute {
-            let _ = model.forward_backward_recompute(&pos, &fx, t.as_ref(), loss_of)?;
-        } else {
-            let pred = model.forward(&pos, &fx, t.as_ref(), true)?;
-            loss_of(&pred)?.f_backward()?;
-        }
+        let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
         opt.step(Some(0.1))?;
         sync(device);
         if i >= warmup {
@@ -115,14 +165,16 @@ pub fn bench_step(
     }
     times.sort_by(f64::total_cmp);
     Ok(StepReport {
-        preset: preset.name().into(),
+        arch: model.arch().into(),
+        preset: preset_name.into(),
+        shapes: shapes.preset.name().into(),
         batch: b,
         points: n,
         steps,
         median_s: median(&times),
         min_s: times[0],
         peak_rss_mb: peak_rss_mb().unwrap_or(f64::NAN),
-        params: ono_models::parameter_count(&vs),
+        params: model.parameter_count(),
         threads: tch::get_num_threads(),
         recompute,
         device: format!("{device:?}"),

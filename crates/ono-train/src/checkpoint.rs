@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use ono_data::normalizer::NormalizerKind;
-use ono_models::OnoConfig;
+use ono_models::ModelConfig;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
@@ -59,10 +59,14 @@ pub struct TrainState {
     pub history: Vec<EpochRecord>,
     /// The configuration's fingerprint ([`crate::config::TrainConfig::fingerprint`]).
     pub config: serde_json::Value,
-    /// The model configuration.
-    pub model: OnoConfig,
+    /// The model configuration (with its `arch`; checkpoints written before the registry hold
+    /// an ONO configuration without one, which reads as ONO).
+    pub model: ModelConfig,
+    /// The grid shape of the training data, when its points were a grid.
+    #[serde(default)]
+    pub grid: Option<Vec<i64>>,
     /// How samples were fed.
-    pub regime: ono_data::dataset::Regime,
+    pub regime: crate::regime::Regime,
     /// Normalizer of the inputs.
     pub normalize_x: NormalizerKind,
     /// Normalizer of the targets.

@@ -1,4 +1,4 @@
-//! Experiment configuration (TOML): model preset and overrides, data, loss, optimizer, schedule,
+//! Experiment configuration (TOML): model architecture, preset and overrides, data, loss, optimizer, schedule,
 //! epochs, batch size, seed, device and checkpoint policy. Unknown keys are refused, and every
 //! value error names its dotted key.
 
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ono_data::benchmarks::{Benchmark, Layout};
 use ono_data::normalizer::NormalizerKind;
-use ono_models::{presets::Preset, OnoConfig};
+use ono_models::{DataDims, ModelConfig};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
@@ -65,18 +65,33 @@ fn default_device() -> String {
     "cpu".into()
 }
 
-/// A preset and the fields to change in it.
+/// An architecture, a preset of it and the fields to change in it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
-    /// One of the ONO presets (`darcy`, `ns`, `elasticity`, ...).
-    pub preset: String,
-    /// Any [`OnoConfig`] field. `space_dim`, `fun_dim` and `out_dim` are taken from the data.
+    /// The architecture (`ono`, `mlp`, …; see `ono_models::ARCHS`). ONO when absent, so every
+    /// experiment file written before there were several stays valid (and keeps its fingerprint).
+    #[serde(default = "default_arch", skip_serializing_if = "is_default_arch")]
+    pub arch: String,
+    /// One of the architecture's presets (ONO: `darcy`, `ns`, `elasticity`, ...; mlp: `default`,
+    /// `small`). Absent: the architecture's default configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Any field of the architecture's configuration. `space_dim`, `fun_dim`, `out_dim` and
+    /// `time_input` are taken from the data.
     #[serde(default)]
     pub overrides: toml::Table,
 }
 
-pub use ono_data::dataset::Regime;
+fn default_arch() -> String {
+    ono_models::registry::DEFAULT_ARCH.to_string()
+}
+
+fn is_default_arch(arch: &str) -> bool {
+    arch == ono_models::registry::DEFAULT_ARCH
+}
+
+pub use crate::regime::Regime;
 
 /// The data and how to use it: a dataset file (`path`) or a published benchmark read from its
 /// original files (`benchmark`, with `data_dir` or `$ONO_DATA_DIR`). Unset normalizers, regime and
@@ -383,7 +398,7 @@ impl TrainConfig {
         if self.log.eval_every_epochs == 0 {
             return Err(Error::config("log.eval_every_epochs", "must be at least 1"));
         }
-        self.preset()?;
+        self.base_model_config()?;
         Ok(())
     }
 
@@ -392,25 +407,38 @@ impl TrainConfig {
         parse_device(&self.device).map_err(|m| Error::config("device", m))
     }
 
-    /// The preset named by `model.preset`.
-    pub fn preset(&self) -> Result<Preset> {
-        self.model
-            .preset
-            .parse::<Preset>()
-            .map_err(|e| Error::config("model.preset", e.to_string()))
+    /// The preset (or the architecture's default) before the overrides and the data's
+    /// dimensions.
+    pub fn base_model_config(&self) -> Result<ModelConfig> {
+        let arch = self.model.arch.as_str();
+        match &self.model.preset {
+            Some(p) => ModelConfig::preset(arch, p).map_err(|e| {
+                let key = if ono_models::ARCHS.contains(&arch) {
+                    "model.preset"
+                } else {
+                    "model.arch"
+                };
+                Error::config(key, e.to_string())
+            }),
+            None => ModelConfig::from_fields(arch, serde_json::json!({}))
+                .map_err(|e| Error::config("model.arch", e.to_string())),
+        }
     }
 
     /// The model configuration: the preset, then the overrides, then the data's dimensions.
-    pub fn model_config(&self, space_dim: i64, fun_dim: i64, out_dim: i64) -> Result<OnoConfig> {
-        let base = serde_json::to_value(self.preset()?.config())
+    pub fn model_config(&self, dims: DataDims) -> Result<ModelConfig> {
+        let base = self.base_model_config()?;
+        let arch = base.arch();
+        let fields = base
+            .fields()
             .map_err(|e| Error::config("model.preset", e.to_string()))?;
-        let mut obj = base.as_object().cloned().unwrap_or_default();
+        let mut obj = fields.as_object().cloned().unwrap_or_default();
         for (k, v) in &self.model.overrides {
             if !obj.contains_key(k) {
                 return Err(Error::config(
                     format!("model.overrides.{k}"),
                     format!(
-                        "not an ONO configuration field (known: {})",
+                        "not a field of the {arch} configuration (known: {})",
                         obj.keys().cloned().collect::<Vec<_>>().join(", ")
                     ),
                 ));
@@ -419,11 +447,9 @@ impl TrainConfig {
                 .map_err(|e| Error::config(format!("model.overrides.{k}"), e.to_string()))?;
             obj.insert(k.clone(), jv);
         }
-        obj.insert("space_dim".into(), space_dim.into());
-        obj.insert("fun_dim".into(), fun_dim.into());
-        obj.insert("out_dim".into(), out_dim.into());
-        let cfg: OnoConfig = serde_json::from_value(serde_json::Value::Object(obj))
+        let mut cfg = ModelConfig::from_fields(arch, serde_json::Value::Object(obj))
             .map_err(|e| Error::config("model.overrides", e.to_string()))?;
+        cfg.set_data_dims(dims);
         cfg.validate()
             .map_err(|e| Error::config("model.overrides", e.to_string()))?;
         Ok(cfg)

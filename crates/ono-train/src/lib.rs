@@ -1,19 +1,36 @@
-//! Training, evaluation and checkpoints: losses, AdamW, OneCycle, gradient clipping and the
-//! training loop of the ONO paper.
+//! Training, evaluation and checkpoints for any architecture of ono-models: losses, AdamW,
+//! OneCycle, gradient clipping and the training loop of the ONO paper.
+//!
+//! A run, by job: `config.rs` (the experiment file), `data_source.rs` + `recipe.rs` (the data and
+//! the reference's settings for it), `trainer.rs` (setup and the epoch loop), `regime.rs` (how
+//! samples are fed: steady, autoregressive, per time step — the one place a regime is dispatched
+//! on), `step.rs` (one optimizer step), `evaluate.rs`, `checkpoint.rs`, `run_layout.rs` (the files
+//! of a run), `figures.rs`, `predictor.rs` (a trained model ready to predict), `bench_step.rs`.
 
 pub mod adamw;
 pub mod bench_step;
 pub mod checkpoint;
 pub mod clip;
 pub mod config;
+pub mod data_source;
 mod error;
+pub mod evaluate;
+mod figures;
 pub mod loss;
 pub mod one_cycle;
 pub mod plots;
+pub mod predictor;
 pub mod progress;
+pub mod recipe;
+pub mod regime;
+pub mod run_layout;
+mod step;
 pub mod trainer;
 
 pub use error::{Error, Result};
+pub use predictor::Predictor;
+pub use regime::Regime;
+pub use trainer::{Summary, Trainer};
 
 #[cfg(test)]
 mod tests {

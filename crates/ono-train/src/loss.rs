@@ -7,28 +7,22 @@
 //! - the Galerkin Transformer's H¹-seminorm terms (`WeightedL2Loss` 1-D and `WeightedL2Loss2d`);
 //! - evaluation metrics: mean relative L2 over a set, per-step and whole-rollout errors.
 
-use ono_nn::loss::{relative_l2 as rel_l2, Reduction};
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::{Error, Result};
 
+/// The same [`Reduction`], under its older name.
 pub use ono_nn::loss::Reduction as LossReduction;
-
-/// Relative L2 with the reference's reduction; no epsilon (an all-zero target must be refused
-/// beforehand with [`check_targets`], once per dataset, rather than on every step).
-///
-/// # Shapes
-/// - `pred`, `target`: (B, ...) of equal shape
-/// - returns: () for `Sum`/`Mean`, (B) for `None`
-pub fn relative_l2(pred: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
-    Ok(rel_l2(pred, target, reduction)?)
-}
+/// The one relative L2 (ono-nn): per sample, no epsilon (an all-zero target must be refused
+/// beforehand with [`check_targets`], once per dataset, rather than on every step), optional
+/// padding mask.
+pub use ono_nn::loss::{relative_l2, Reduction};
 
 /// Relative L2 that refuses an all-zero or non-finite target sample (one host read).
 pub fn relative_l2_checked(pred: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     check_targets(target, "target")?;
-    relative_l2(pred, target, reduction)
+    Ok(relative_l2(pred, target, reduction, None)?)
 }
 
 /// Refuses a target set with a non-finite value or a sample whose L2 norm is zero (its relative
@@ -119,7 +113,14 @@ pub fn darcy_derivative_loss(pred: &Tensor, truth: &Tensor, s: i64) -> Result<Te
     let h = 1.0 / s as f64;
     let (px, py) = central_diff_2d(&inner, s, h)?;
     let (tx, ty) = central_diff_2d(truth, s, h)?;
-    Ok(relative_l2(&px, &tx, Reduction::Sum)?.f_add(&relative_l2(&py, &ty, Reduction::Sum)?)?)
+    Ok(
+        relative_l2(&px, &tx, Reduction::Sum, None)?.f_add(&relative_l2(
+            &py,
+            &ty,
+            Reduction::Sum,
+            None,
+        )?)?,
+    )
 }
 
 /// The full ONO Darcy training loss: Σ_b relL2 + α · derivative loss.
@@ -129,6 +130,7 @@ pub fn darcy_loss(pred: &Tensor, truth: &Tensor, s: i64, alpha: f64) -> Result<T
         &pred.f_reshape([b, -1])?,
         &truth.f_reshape([b, -1])?,
         Reduction::Sum,
+        None,
     )?;
     if alpha == 0.0 {
         return Ok(l2);
@@ -291,7 +293,7 @@ impl MetricSum {
     /// # Shapes
     /// - `pred`, `truth`: (B, ...)
     pub fn add(&mut self, pred: &Tensor, truth: &Tensor) -> Result<()> {
-        let s = relative_l2(pred, truth, Reduction::Sum)?
+        let s = relative_l2(pred, truth, Reduction::Sum, None)?
             .f_detach()?
             .f_to_kind(Kind::Double)?;
         self.sum = Some(match self.sum.take() {
@@ -310,11 +312,12 @@ impl MetricSum {
         let t = *pred.size().last().unwrap_or(&0);
         let steps = (0..t)
             .map(|i| {
-                relative_l2(
+                Ok(relative_l2(
                     &pred.f_select(-1, i)?,
                     &truth.f_select(-1, i)?,
                     Reduction::Sum,
-                )
+                    None,
+                )?)
             })
             .collect::<Result<Vec<_>>>()?;
         let steps = Tensor::f_stack(&steps, 0)?

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::trainer::Trainer;
+use ono_train::Trainer;
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ono-epoch-{name}-{}", std::process::id()));

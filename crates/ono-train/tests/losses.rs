@@ -182,11 +182,17 @@ fn metric_sum_is_the_mean_over_samples_and_steps() {
     m.add_rollout(&pred.narrow(0, 2, 3), &truth.narrow(0, 2, 3))
         .unwrap();
     let r = m.finish().unwrap();
-    let per = relative_l2(&pred, &truth, LossReduction::None).unwrap();
+    let per = relative_l2(&pred, &truth, LossReduction::None, None).unwrap();
     assert!((r.full - per.mean(Kind::Double).double_value(&[])).abs() < 1e-12);
     assert_eq!(r.per_step.len(), 3);
     for t in 0..3 {
-        let e = relative_l2(&pred.select(3, t), &truth.select(3, t), LossReduction::Mean).unwrap();
+        let e = relative_l2(
+            &pred.select(3, t),
+            &truth.select(3, t),
+            LossReduction::Mean,
+            None,
+        )
+        .unwrap();
         assert!((r.per_step[t as usize] - e.double_value(&[])).abs() < 1e-12);
     }
     assert!(MetricSum::new().finish().is_err());

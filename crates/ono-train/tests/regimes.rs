@@ -3,9 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use ono_data::dataset::{Split, TensorDataset};
+use ono_models::ModelConfig;
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::trainer::{Predictor, Trainer};
+use ono_train::{Predictor, Trainer};
 use tch::{Device, Kind, Tensor};
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -106,12 +107,15 @@ fn autoregressive_training_and_free_rollout() {
             .unwrap();
     let ds = TensorDataset::read(&dir.join("wave.safetensors")).unwrap();
     let pos = ds.test.pos.expand([4, -1, -1], false);
-    let got = p.predict(&pos, &ds.test.fx, 4).unwrap();
+    let got = p.predict(&pos, &ds.test.fx, 4, None).unwrap();
     assert_eq!(got.size(), vec![4, 32, 1, 4]);
     tch::no_grad(|| {
         let mut window = ds.test.fx.shallow_clone();
         for t in 0..4 {
-            let f = p.model.forward(&pos, &window, None, false).unwrap();
+            let f = p
+                .model
+                .forward(&ono_models::ModelInput::new(&pos, &window), false)
+                .unwrap();
             assert_eq!(
                 Vec::<f32>::try_from(f.reshape([-1])).unwrap(),
                 Vec::<f32>::try_from(got.select(3, t).reshape([-1])).unwrap()
@@ -168,7 +172,7 @@ fn per_time_step_training_covers_every_step() {
     );
     let mut tr = Trainer::new(cfg, false).unwrap();
     assert!(
-        tr.model().config().time_input,
+        matches!(tr.model().config(), ModelConfig::Ono(c) if c.time_input),
         "time input is switched on for this regime"
     );
     tr.run(&Progress::Quiet).unwrap();
@@ -191,7 +195,12 @@ fn per_time_step_training_covers_every_step() {
             .unwrap();
     let ds = TensorDataset::read(&dir.join("pla.safetensors")).unwrap();
     let pred = p
-        .predict(&ds.test.pos.expand([4, -1, -1], false), &ds.test.fx, 5)
+        .predict(
+            &ds.test.pos.expand([4, -1, -1], false),
+            &ds.test.fx,
+            5,
+            None,
+        )
         .unwrap();
     assert_eq!(pred.size(), vec![4, 24, 2, 5]);
 }
@@ -209,7 +218,8 @@ fn recompute_trains_like_the_plain_path() {
         cfg.recompute = extra == "recompute";
         let mut tr = Trainer::new(cfg, false).unwrap();
         tr.run(&Progress::Quiet).unwrap();
-        let mut vars: Vec<(String, Tensor)> = tr.var_store().variables().into_iter().collect();
+        let mut vars: Vec<(String, Tensor)> =
+            tr.model().var_store().variables().into_iter().collect();
         vars.sort_by(|a, b| a.0.cmp(&b.0));
         vars
     };
@@ -311,7 +321,7 @@ ono_testing::device_tests! {
             let ds = TensorDataset::read(&dir.join(data)).unwrap();
             let steps = if ds.test.y.dim() == 4 { ds.test.y.size()[3] } else { 0 };
             let pos = ds.test.pos.expand([4, -1, -1], false).to_kind(Kind::Double);
-            let pred = p.predict(&pos, &ds.test.fx.to_kind(Kind::Double), steps).unwrap();
+            let pred = p.predict(&pos, &ds.test.fx.to_kind(Kind::Double), steps, None).unwrap();
             assert_eq!(pred.device(), Device::Cpu);
             assert_eq!(pred.size()[0], 4);
         }

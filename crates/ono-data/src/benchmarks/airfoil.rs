@@ -8,11 +8,8 @@ use std::path::Path;
 
 use tch::{Device, Kind, Tensor};
 
-use super::{
-    find_file, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Recipe, Take, GEOFNO_DATA,
-};
-use crate::dataset::{Regime, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use super::{find_file, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Take, GEOFNO_DATA};
+use crate::dataset::TensorDataset;
 use crate::readers::any::read_any;
 use crate::Result;
 
@@ -80,13 +77,6 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h, w]),
-        },
-        recipe: Recipe {
-            regime: Regime::Steady,
-            normalize_x: NormalizerKind::None,
-            normalize_y: NormalizerKind::None,
-            derivative_alpha: 0.0,
-            preset: Some("airfoil"),
         },
         files: vec![px, py, pq],
         notes: vec![

@@ -6,11 +6,10 @@
 use std::path::Path;
 
 use super::{
-    find_file, index_positions, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Recipe,
-    Take, FNO_DATA,
+    find_file, index_positions, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Take,
+    FNO_DATA,
 };
-use crate::dataset::{Regime, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use crate::dataset::TensorDataset;
 use crate::readers::any::read_any;
 use crate::Result;
 
@@ -41,13 +40,6 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, sub(&u, tr, "ntrain")?, pos.shallow_clone()),
             test: split(sub(&a, te, "ntest")?, sub(&u, te, "ntest")?, pos),
             grid: Some(vec![n]),
-        },
-        recipe: Recipe {
-            regime: Regime::Steady,
-            normalize_x: NormalizerKind::None,
-            normalize_y: NormalizerKind::None,
-            derivative_alpha: 0.0,
-            preset: None,
         },
         files: vec![path],
         notes: vec![

@@ -10,11 +10,9 @@ use std::path::Path;
 use tch::Kind;
 
 use super::{
-    find_file, split, take, tensor_of, Benchmark, Layout, LoadOptions, Loaded, Recipe, Take,
-    FNO_DATA,
+    find_file, split, take, tensor_of, Benchmark, Layout, LoadOptions, Loaded, Take, FNO_DATA,
 };
-use crate::dataset::{grid_positions_2d, Regime, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use crate::dataset::{grid_positions_2d, TensorDataset};
 use crate::readers::any::read_any;
 use crate::{Error, Result};
 
@@ -95,23 +93,12 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         }
     ));
     let pos = grid_positions_2d(s, s)?;
-    let (nx, ny, alpha) = match opts.layout {
-        Layout::Ono => (NormalizerKind::Unit, NormalizerKind::Unit, 0.1),
-        Layout::Fno => (NormalizerKind::Gaussian, NormalizerKind::Gaussian, 0.0),
-    };
     Ok(Loaded {
         benchmark: b,
         dataset: TensorDataset {
             train: split(a_train, u_train, pos.shallow_clone()),
             test: split(a_test, u_test, pos),
             grid: Some(vec![s, s]),
-        },
-        recipe: Recipe {
-            regime: Regime::Steady,
-            normalize_x: nx,
-            normalize_y: ny,
-            derivative_alpha: alpha,
-            preset: Some("darcy"),
         },
         files: vec![train_path, test_path],
         notes,

@@ -14,11 +14,10 @@ use std::path::Path;
 use tch::Tensor;
 
 use super::{
-    find_file, index_positions, split, take, tensor_of, Benchmark, Layout, LoadOptions, Loaded,
-    Recipe, Take, GEOFNO_DATA,
+    find_file, index_positions, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Take,
+    GEOFNO_DATA,
 };
-use crate::dataset::{grid_positions_2d, Regime, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use crate::dataset::{grid_positions_2d, TensorDataset};
 use crate::readers::any::read_any;
 use crate::Result;
 
@@ -63,23 +62,12 @@ pub(super) fn load_points(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let (fx_tr, y_tr) = make(tr, "ntrain")?;
     let (fx_te, y_te) = make(te, "ntest")?;
     let pos = index_positions(n as i64)?;
-    let ny = match opts.layout {
-        Layout::Ono => NormalizerKind::Unit,
-        Layout::Fno => NormalizerKind::None,
-    };
     Ok(Loaded {
         benchmark: b,
         dataset: TensorDataset {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: None,
-        },
-        recipe: Recipe {
-            regime: Regime::Steady,
-            normalize_x: NormalizerKind::None,
-            normalize_y: ny,
-            derivative_alpha: 0.0,
-            preset: Some("elasticity"),
         },
         files: vec![ps, pxy],
         notes: vec![
@@ -137,13 +125,6 @@ pub(super) fn load_grid(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h, w]),
-        },
-        recipe: Recipe {
-            regime: Regime::Steady,
-            normalize_x: NormalizerKind::None,
-            normalize_y: NormalizerKind::None,
-            derivative_alpha: 0.0,
-            preset: None,
         },
         files: vec![pm, ps],
         notes: vec![

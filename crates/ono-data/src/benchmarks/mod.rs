@@ -1,6 +1,7 @@
 //! The published benchmarks, read from their original files exactly as the reference scripts
 //! read them: file and variable names, subsampling, splits, which arrays are input function,
-//! positions and target, and the normalizers and loss settings the scripts used.
+//! positions and target. What the scripts train with on each (regime, normalizers, loss) is the
+//! training crate's recipe (`ono_train::recipe`).
 //!
 //! The default layout is the ONO scripts' ([`Layout::Ono`]); where the FNO scripts differ, the
 //! difference is a second, named layout ([`Layout::Fno`]). Each benchmark lives in its own file.
@@ -21,8 +22,7 @@ use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
 use crate::array::NamedArray;
-use crate::dataset::{Regime, Split, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use crate::dataset::{Split, TensorDataset};
 use crate::{Error, Result};
 
 /// The environment variable naming the data folder.
@@ -127,21 +127,6 @@ pub struct LoadOptions {
     pub layout: Layout,
 }
 
-/// What the reference trains with on this benchmark (beside the data).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Recipe {
-    /// How the samples are fed.
-    pub regime: Regime,
-    /// Normalizer of the input functions.
-    pub normalize_x: NormalizerKind,
-    /// Normalizer of the targets.
-    pub normalize_y: NormalizerKind,
-    /// Darcy's derivative-loss weight (0 elsewhere).
-    pub derivative_alpha: f64,
-    /// The ONO preset of this benchmark (ONO has none for Burgers and the gridded Elasticity).
-    pub preset: Option<&'static str>,
-}
-
 /// A benchmark read from its files.
 #[derive(Debug)]
 pub struct Loaded {
@@ -149,8 +134,6 @@ pub struct Loaded {
     pub benchmark: Benchmark,
     /// Train and test splits in the layout the models take.
     pub dataset: TensorDataset,
-    /// The reference's training settings.
-    pub recipe: Recipe,
     /// The files read.
     pub files: Vec<PathBuf>,
     /// Facts worth printing (`ono data info`): resolution, split ranges, value checks.

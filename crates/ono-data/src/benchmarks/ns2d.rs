@@ -6,11 +6,8 @@
 
 use std::path::Path;
 
-use super::{
-    find_file, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Recipe, Take, FNO_DATA,
-};
-use crate::dataset::{grid_positions_2d, Regime, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use super::{find_file, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Take, FNO_DATA};
+use crate::dataset::{grid_positions_2d, TensorDataset};
 use crate::readers::any::read_any;
 use crate::{Error, Result};
 
@@ -66,13 +63,6 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![hh, ww]),
-        },
-        recipe: Recipe {
-            regime: Regime::Autoregressive,
-            normalize_x: NormalizerKind::None,
-            normalize_y: NormalizerKind::None,
-            derivative_alpha: 0.0,
-            preset: Some("ns2d"),
         },
         files: vec![path],
         notes: vec![

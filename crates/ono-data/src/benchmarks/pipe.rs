@@ -9,11 +9,10 @@ use std::path::Path;
 use tch::Tensor;
 
 use super::{
-    find_file, index_positions, split, take, tensor_of, Benchmark, Layout, LoadOptions, Loaded,
-    Recipe, Take, GEOFNO_DATA,
+    find_file, index_positions, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Take,
+    GEOFNO_DATA,
 };
-use crate::dataset::{Regime, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use crate::dataset::TensorDataset;
 use crate::readers::any::read_any;
 use crate::Result;
 
@@ -44,23 +43,12 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let (fx_tr, y_tr) = make(tr, "ntrain")?;
     let (fx_te, y_te) = make(te, "ntest")?;
     let pos = index_positions(n)?;
-    let norm = match opts.layout {
-        Layout::Ono => NormalizerKind::Unit,
-        Layout::Fno => NormalizerKind::None,
-    };
     Ok(Loaded {
         benchmark: b,
         dataset: TensorDataset {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h as i64, w as i64]),
-        },
-        recipe: Recipe {
-            regime: Regime::Steady,
-            normalize_x: norm,
-            normalize_y: norm,
-            derivative_alpha: 0.0,
-            preset: Some("pipe"),
         },
         files: vec![px, py, pq],
         notes: vec![

@@ -8,11 +8,10 @@
 use std::path::Path;
 
 use super::{
-    find_file, index_positions, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Recipe,
-    Take, GEOFNO_DATA,
+    find_file, index_positions, split, take, tensor_of, Benchmark, LoadOptions, Loaded, Take,
+    GEOFNO_DATA,
 };
-use crate::dataset::{Regime, TensorDataset};
-use crate::normalizer::NormalizerKind;
+use crate::dataset::TensorDataset;
 use crate::readers::any::read_any;
 use crate::Result;
 
@@ -52,13 +51,6 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![s1 as i64, s2]),
-        },
-        recipe: Recipe {
-            regime: Regime::PerTimeStep,
-            normalize_x: NormalizerKind::Unit,
-            normalize_y: NormalizerKind::None,
-            derivative_alpha: 0.0,
-            preset: Some("plasticity"),
         },
         files: vec![path],
         notes: vec![

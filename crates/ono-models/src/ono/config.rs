@@ -1,19 +1,17 @@
-//! The Orthogonal Neural Operator (`ONO2` of the reference, `ONOmodel2.py` L405–470).
-//!
-//! ```text
-//! [pos…, f…] → Linear(in → 2h) → GELU → Linear(2h → 2h) → chunk → x (eigenfunctions), fx (solution)
-//! x += time_fc(embed(T))                                  (Plasticity only, once)
-//! n × OrthogonalBlock(x, fx); the last block's mlp2 is the head Linear(h → out)
-//! ```
+//! ONO's configuration: the reference's `ONO2(...)` constructor arguments, validation, and the
+//! assembly of the model from ono-nn's blocks under the reference parameter names.
 
 use serde::{Deserialize, Serialize};
 use tch::nn::Path;
-use tch::{Kind, Tensor};
 
+use super::presets::{self, Preset};
+use super::Ono;
+use crate::operator::NeuralOperator;
+use crate::registry::{ArchConfig, DataDims};
 use crate::{Error, Result};
 use ono_nn::attention::{AttentionConfig, AttentionKind};
-use ono_nn::mlp::{Mlp, MlpConfig};
-use ono_nn::orthogonal::{OrthogonalBlock, OrthogonalBlockConfig, Orthogonalization, Whitening};
+use ono_nn::mlp::MlpConfig;
+use ono_nn::orthogonal::{OrthogonalBlockConfig, Orthogonalization, Whitening};
 use ono_nn::time_embedding::TimeMlp;
 use ono_nn::transformer_block::TransformerBlockConfig;
 
@@ -169,149 +167,33 @@ impl OnoConfig {
     }
 }
 
-/// See the module documentation.
-#[derive(Debug)]
-pub struct Ono {
-    cfg: OnoConfig,
-    preprocess: Mlp,
-    time_fc: Option<TimeMlp>,
-    blocks: Vec<OrthogonalBlock>,
-}
+impl ArchConfig for OnoConfig {
+    const ARCH: &'static str = "ono";
 
-impl Ono {
-    pub fn config(&self) -> &OnoConfig {
-        &self.cfg
+    fn preset_names() -> &'static [&'static str] {
+        &presets::NAMES
     }
 
-    pub fn blocks(&self) -> &[OrthogonalBlock] {
-        &self.blocks
+    fn preset(name: &str) -> Result<Self> {
+        Ok(name.parse::<Preset>()?.config())
     }
 
-    /// Forgets every block's running statistics (as a freshly built model).
-    pub fn reset_statistics(&self) -> Result<()> {
-        for block in &self.blocks {
-            block.reset_statistics()?;
-        }
-        Ok(())
+    fn validate(&self) -> Result<()> {
+        OnoConfig::validate(self)
     }
 
-    /// Forward pass. `train` uses each block's batch covariance and updates its EMA buffer (or the
-    /// BatchNorm statistics); eval uses the buffers (the identity before any training step).
-    ///
-    /// # Shapes
-    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim)
-    /// - `t`: (B, 1), required exactly when `time_input`
-    /// - returns: (B, N, out_dim)
-    pub fn forward(
-        &self,
-        pos: &Tensor,
-        fx: &Tensor,
-        t: Option<&Tensor>,
-        train: bool,
-    ) -> Result<Tensor> {
-        let (mut x, mut fx) = self.encode(pos, fx, t)?;
-        for block in &self.blocks {
-            (x, fx) = block.forward(&x, &fx, train)?;
-        }
-        Ok(fx)
+    fn set_data_dims(&mut self, dims: DataDims) {
+        self.space_dim = dims.space_dim;
+        self.fun_dim = dims.fun_dim;
+        self.out_dim = dims.out_dim;
+        self.time_input = dims.time_input;
     }
 
-    /// Validates the inputs, then the encoder and the time embedding: the two streams.
-    ///
-    /// # Shapes
-    /// - returns: `x` and `fx`, each (B, N, h)
-    pub fn encode(
-        &self,
-        pos: &Tensor,
-        fx: &Tensor,
-        t: Option<&Tensor>,
-    ) -> Result<(Tensor, Tensor)> {
-        let [b, _] = check_inputs(&self.cfg, pos, fx, t)?;
-        let input = Tensor::f_cat(&[pos, fx], -1)?.f_to_kind(self.kind())?;
-        let enc = self.preprocess.forward(&input)?;
-        let halves = enc.f_chunk(2, -1)?;
-        let (mut x, fx) = (halves[0].shallow_clone(), halves[1].shallow_clone());
-        if let (Some(time_fc), Some(t)) = (&self.time_fc, t) {
-            // (B, 1, h), broadcast over the points like the reference's repeat(1, N, 1).
-            x = x.f_add(&time_fc.forward(&t.f_reshape([b, 1])?)?)?;
-        }
-        Ok((x, fx))
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(self.init(path)?))
     }
 
-    /// The floating kind of the parameters (inputs are cast to it).
-    pub fn kind(&self) -> Kind {
-        self.preprocess.kind()
+    fn from_reference(json: &serde_json::Value) -> Result<Self> {
+        super::reference::config_from_reference(&json["config"])
     }
-}
-
-/// Checks (pos, fx, T) against the configuration: shapes, floating kinds, T exactly when
-/// `time_input`, and finiteness (one host read).
-pub(crate) fn check_inputs(
-    c: &OnoConfig,
-    pos: &Tensor,
-    fx: &Tensor,
-    t: Option<&Tensor>,
-) -> Result<[i64; 2]> {
-    const OP: &str = "Ono::forward";
-    let (ps, fs) = (pos.size(), fx.size());
-    let [b, n] = match ps[..] {
-        [b, n, s] if s == c.space_dim && b > 0 && n > 0 => [b, n],
-        _ => {
-            return Err(Error::Shape {
-                op: OP,
-                expected: format!("pos (B, N, {}) with B, N > 0", c.space_dim),
-                got: ps,
-            })
-        }
-    };
-    if fs != [b, n, c.fun_dim] {
-        return Err(Error::Shape {
-            op: OP,
-            expected: format!("fx ({b}, {n}, {}) matching pos", c.fun_dim),
-            got: fs,
-        });
-    }
-    if !pos.is_floating_point() || !fx.is_floating_point() {
-        return Err(Error::Config(format!(
-            "{OP}: pos and fx must be floating point, got {:?} and {:?}",
-            pos.kind(),
-            fx.kind()
-        )));
-    }
-    match (c.time_input, t) {
-        (true, Some(t)) if t.numel() as i64 == b && t.is_floating_point() => {}
-        (true, Some(t)) => {
-            return Err(Error::Shape {
-                op: OP,
-                expected: format!("floating T of shape ({b}, 1)"),
-                got: t.size(),
-            })
-        }
-        (true, None) => {
-            return Err(Error::Config(format!(
-                "{OP}: the model has a time input; pass T of shape ({b}, 1)"
-            )))
-        }
-        (false, Some(_)) => {
-            return Err(Error::Config(format!(
-                "{OP}: T was given but the model has no time input (time_input = false)"
-            )))
-        }
-        (false, None) => {}
-    }
-    // One host read for every finiteness check.
-    let mut finite = pos
-        .f_isfinite()?
-        .f_all()?
-        .f_logical_and(&fx.f_isfinite()?.f_all()?)?;
-    if let Some(t) = t {
-        finite = finite.f_logical_and(&t.f_isfinite()?.f_all()?)?;
-    }
-    if !bool::try_from(&finite)? {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "the input (pos, fx or T)",
-        });
-    }
-    Ok([b, n])
 }

@@ -1,6 +1,7 @@
-//! The seven configurations the ONO paper's README commands train (reference notes §3), plus the
-//! time-extrapolation run. Parameter counts are checked against the counts measured by
-//! instantiating the reference `ONO2` (`shared/fixtures/ono/*_config_params_only.json`).
+//! The seven configurations the ONO paper's README commands train, plus the time-extrapolation
+//! run (docs/reference-implementations.md#ono-training-recipes). Parameter counts are checked
+//! against the counts measured by instantiating the reference `ONO2`
+//! (`fixtures/ono/*_config_params_only.json`).
 
 use std::str::FromStr;
 
@@ -31,6 +32,18 @@ pub enum Preset {
     TimeExtrapolation,
 }
 
+/// The preset names, in the order of [`Preset::ALL`].
+pub const NAMES: [&str; 8] = [
+    "darcy",
+    "ns2d",
+    "airfoil",
+    "pipe",
+    "elasticity",
+    "plasticity",
+    "super_resolution",
+    "time_extrapolation",
+];
+
 impl Preset {
     pub const ALL: [Preset; 8] = [
         Preset::Darcy,
@@ -44,16 +57,7 @@ impl Preset {
     ];
 
     pub fn name(self) -> &'static str {
-        match self {
-            Preset::Darcy => "darcy",
-            Preset::Ns2d => "ns2d",
-            Preset::Airfoil => "airfoil",
-            Preset::Pipe => "pipe",
-            Preset::Elasticity => "elasticity",
-            Preset::Plasticity => "plasticity",
-            Preset::SuperResolution => "super_resolution",
-            Preset::TimeExtrapolation => "time_extrapolation",
-        }
+        NAMES[Preset::ALL.iter().position(|p| *p == self).unwrap_or(0)]
     }
 
     /// Training batch size of the README command.
@@ -138,13 +142,16 @@ impl FromStr for Preset {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        let norm = s.to_ascii_lowercase().replace('-', "_");
+        let norm = crate::registry::normalize_preset_name(s);
         Preset::ALL
             .into_iter()
             .find(|p| p.name() == norm || (norm == "ns" && *p == Preset::Ns2d))
             .ok_or_else(|| {
                 let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
-                Error::Config(format!("unknown preset {s:?}; known: {}", names.join(", ")))
+                Error::Config(format!(
+                    "unknown ono preset {s:?}; known: {} (and ns for ns2d)",
+                    names.join(", ")
+                ))
             })
     }
 }

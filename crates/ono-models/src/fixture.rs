@@ -1,4 +1,5 @@
-//! Checks the ONO port against reference fixtures laid out as `fixtures/ono` (see its README):
+//! Checks a port against reference fixtures laid out as `fixtures/ono` (see its README), for any
+//! architecture the fixture's JSON names (`family`, ONO when absent):
 //! `CASE.safetensors` with `param.*`, `input.*`, `output.*`, `loss.train`, `grad.*`, `after_pass3.*`
 //! and their `f64.*` copies, and `CASE.json` with the constructor arguments and tolerances.
 //!
@@ -11,33 +12,37 @@
 //! Errors are normwise: max|port − ref| / max|ref| per tensor; for gradients the denominator is the
 //! largest |grad| over all parameters of the case (as the fixtures' tolerances are defined).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::ono::{NnBlock, OnoConfig};
-use crate::reference::{import_reference, reference_name};
+use crate::model::Model;
+use crate::operator::ModelInput;
+use crate::registry::{ModelConfig, ARCHS};
 use crate::{Error, Result};
 use ono_nn::loss::{relative_l2, Reduction};
-use ono_nn::orthogonal::Orthogonalization;
 use ono_nn::weights::{read_safetensors, NamedTensors};
 
 /// Relative tolerances of one precision.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Tolerances {
     /// Outputs, loss and buffers.
     pub outputs: f64,
     /// Gradients (normwise against the largest gradient of the case).
     pub grads: f64,
+    /// Per-parameter gradient tolerances by reference name (`tolerances.grad_rel_overrides` of a
+    /// case), replacing `grads` for those parameters.
+    pub grad_overrides: BTreeMap<String, f64>,
 }
 
 /// The float64 tolerances of the fixtures' README: 1e-9 on outputs, 1e-8 on gradients.
 pub const F64_TOLERANCES: Tolerances = Tolerances {
     outputs: 1e-9,
     grads: 1e-8,
+    grad_overrides: BTreeMap::new(),
 };
 
 /// One compared quantity.
@@ -113,7 +118,8 @@ impl fmt::Display for Report {
 /// One fixture case: its configuration, sidecar JSON and tensors.
 pub struct Fixture {
     pub name: String,
-    pub config: OnoConfig,
+    /// The architecture the case is of.
+    pub config: ModelConfig,
     pub json: Value,
     pub tensors: NamedTensors,
     pub path: PathBuf,
@@ -126,57 +132,24 @@ fn fixture_err(path: &Path, msg: impl Into<String>) -> Error {
     })
 }
 
-/// Maps the reference constructor arguments (`ONO2(**config)`) onto [`OnoConfig`].
-pub fn config_from_reference(config: &Value) -> Result<OnoConfig> {
-    let bad = |m: String| Error::Config(format!("reference config: {m}"));
-    let int = |key: &str| -> Result<i64> {
-        config[key]
-            .as_i64()
-            .ok_or_else(|| bad(format!("{key} missing or not an integer")))
-    };
-    let nn_block = match &config["attn_type"] {
-        Value::Null => NnBlock::LinearTransformer,
-        Value::String(s) if s == "nystrom" => NnBlock::Nystrom,
-        Value::String(s) if s == "galerkin" => NnBlock::Galerkin,
-        other => return Err(bad(format!("attn_type {other} is not supported"))),
-    };
-    let orthogonalization = match int("orth")? {
-        1 => Orthogonalization::Orthonormal,
-        0 => Orthogonalization::BatchNorm,
-        o => return Err(bad(format!("orth {o}"))),
-    };
-    for key in ["dropout", "attn_dropout"] {
-        if config[key].as_f64().unwrap_or(0.0) != 0.0 {
-            return Err(bad(format!("{key} must be 0 (dropout is not ported)")));
-        }
-    }
-    if config["act"].as_str().unwrap_or("gelu") != "gelu" {
-        return Err(bad(format!("act {} (only gelu)", config["act"])));
-    }
-    Ok(OnoConfig {
-        space_dim: int("space_dim")?,
-        fun_dim: int("fun_dim")?,
-        out_dim: int("out_dim")?,
-        n_layers: int("n_layers")? as usize,
-        n_hidden: int("n_hidden")?,
-        n_head: int("n_head")?,
-        psi_dim: int("psi_dim")?,
-        mlp_ratio: int("mlp_ratio")?,
-        nn_block,
-        orthogonalization,
-        momentum: config["momentum"].as_f64().unwrap_or(0.9),
-        time_input: config["Time_Input"].as_bool().unwrap_or(false),
-        ..OnoConfig::default()
-    })
-}
-
 impl Fixture {
-    /// Reads `CASE.safetensors` and `CASE.json`.
+    /// Reads `CASE.safetensors` and `CASE.json`. The architecture is the JSON's `family` (ONO
+    /// when absent); a family this build has no architecture for is an [`Error::Config`].
     pub fn load(safetensors: &Path, json: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(json).map_err(|e| fixture_err(json, e.to_string()))?;
         let json_value: Value =
             serde_json::from_str(&text).map_err(|e| fixture_err(json, e.to_string()))?;
-        let config = config_from_reference(&json_value["config"])?;
+        let arch = json_value["family"].as_str().unwrap_or("ono");
+        if !ARCHS.contains(&arch) {
+            return Err(Error::Config(format!(
+                "{}: the fixture's family `{arch}` (model class {}) has no architecture in this \
+                 build (known: {})",
+                json.display(),
+                json_value["model_class"],
+                ARCHS.join(", ")
+            )));
+        }
+        let config = ModelConfig::from_reference(arch, &json_value)?;
         let (tensors, _) = read_safetensors(safetensors)?;
         let name = json_value["case"]
             .as_str()
@@ -191,12 +164,52 @@ impl Fixture {
         })
     }
 
-    /// The float32 tolerances the case's JSON suggests.
+    /// The float32 tolerances of the case's JSON: `suggested_tolerances` (the ONO fixtures) or
+    /// `tolerances` with `output_rel`, `grad_rel` and per-parameter `grad_rel_overrides`.
     pub fn f32_tolerances(&self) -> Result<Tolerances> {
         let t = &self.json["suggested_tolerances"]["float32_port_vs_float32_reference"];
+        if let (Some(outputs), Some(grads)) = (t["outputs_and_loss"].as_f64(), t["grads"].as_f64())
+        {
+            return Ok(Tolerances {
+                outputs,
+                grads,
+                grad_overrides: BTreeMap::new(),
+            });
+        }
+        let t = &self.json["tolerances"];
+        let (Some(outputs), Some(grads)) = (t["output_rel"].as_f64(), t["grad_rel"].as_f64())
+        else {
+            return Err(fixture_err(&self.path, "no float32 tolerances in the JSON"));
+        };
+        let mut grad_overrides = BTreeMap::new();
+        if let Some(map) = t["grad_rel_overrides"].as_object() {
+            for (name, v) in map {
+                let tol = v.as_f64().ok_or_else(|| {
+                    fixture_err(
+                        &self.path,
+                        format!("tolerances.grad_rel_overrides.{name} is not a number"),
+                    )
+                })?;
+                grad_overrides.insert(name.clone(), tol);
+            }
+        }
+        Ok(Tolerances {
+            outputs,
+            grads,
+            grad_overrides,
+        })
+    }
+
+    /// The float64 tolerances: the JSON's own where it gives them, else [`F64_TOLERANCES`].
+    pub fn f64_tolerances(&self) -> Tolerances {
+        let t = &self.json["suggested_tolerances"]["float64_port_vs_f64_reference"];
         match (t["outputs_and_loss"].as_f64(), t["grads"].as_f64()) {
-            (Some(outputs), Some(grads)) => Ok(Tolerances { outputs, grads }),
-            _ => Err(fixture_err(&self.path, "no suggested float32 tolerances")),
+            (Some(outputs), Some(grads)) => Tolerances {
+                outputs,
+                grads,
+                grad_overrides: BTreeMap::new(),
+            },
+            _ => F64_TOLERANCES,
         }
     }
 
@@ -228,19 +241,17 @@ fn normwise(a: &Tensor, b: &Tensor, denominator: Option<f64>) -> Result<f64> {
 
 /// Runs the procedure of the module documentation in `kind` (Float against the float32
 /// references, Double against `f64.*`) on `device`.
-pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: Tolerances) -> Result<Report> {
+pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: &Tolerances) -> Result<Report> {
     let f64_mode = match kind {
         Kind::Float => false,
         Kind::Double => true,
         other => return Err(Error::Config(format!("reference check in {other:?}"))),
     };
     let pre = if f64_mode { "f64." } else { "" };
-    let mut vs = VarStore::new(device);
-    let model = fixture.config.init(&vs.root())?;
-    if f64_mode {
-        vs.double();
-    }
-    import_reference(&vs, &fixture.tensors, "param.", &fixture.path)?;
+    let model = Model::new(&fixture.config, device, kind)?;
+    model.import_reference(&fixture.tensors, "param.", &fixture.path)?;
+    let op = model.operator();
+    let vs = model.var_store();
 
     let input = |name: &str| -> Result<Tensor> {
         Ok(fixture
@@ -248,25 +259,25 @@ pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: Tolerances) -> 
             .f_to_kind(kind)?
             .f_to_device(device)?)
     };
+    let has = |name: &str| fixture.tensors.contains_key(&format!("input.{name}"));
     let (pos, fx, y) = (input("pos")?, input("fx")?, input("y")?);
-    let t = if fixture.config.time_input {
-        Some(input("T")?)
-    } else {
-        None
-    };
+    let t = if has("T") { Some(input("T")?) } else { None };
     let optional = |name: &str| -> Result<Tensor> {
-        if fixture.tensors.contains_key(&format!("input.{name}")) {
+        if has(name) {
             input(name)
         } else {
             Ok(fx.shallow_clone())
         }
     };
     let (fx1, fx2) = (optional("fx_pass1")?, optional("fx_pass2")?);
+    let forward = |fx: &Tensor, train: bool| -> Result<Tensor> {
+        model.forward(&ModelInput::new(&pos, fx).with_time(t.as_ref()), train)
+    };
 
     let vars = vs.variables();
     let mut buffers: Vec<(&String, &Tensor)> = vars
         .iter()
-        .filter(|(n, v)| !v.requires_grad() && reference_name(n).is_some())
+        .filter(|(n, v)| !v.requires_grad() && op.reference_name(n).is_some())
         .collect();
     buffers.sort_by(|a, b| a.0.cmp(b.0));
     let buffer_key = |name: &str| {
@@ -288,8 +299,8 @@ pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: Tolerances) -> 
     // 1. The statistics of two training passes, from scratch.
     model.reset_statistics()?;
     tch::no_grad(|| -> Result<()> {
-        let _ = model.forward(&pos, &fx1, t.as_ref(), true)?;
-        let _ = model.forward(&pos, &fx2, t.as_ref(), true)?;
+        let _ = forward(&fx1, true)?;
+        let _ = forward(&fx2, true)?;
         Ok(())
     })?;
     for (name, var) in &buffers {
@@ -311,19 +322,19 @@ pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: Tolerances) -> 
         }
         Ok(())
     })?;
-    let eval = tch::no_grad(|| model.forward(&pos, &fx, t.as_ref(), false))?;
+    let eval = tch::no_grad(|| forward(&fx, false))?;
     push(
         "output.eval".into(),
         normwise(&eval, fixture.get(&format!("{pre}output.eval"))?, None)?,
         tol.outputs,
     );
-    let train = model.forward(&pos, &fx, t.as_ref(), true)?;
+    let train = forward(&fx, true)?;
     push(
         "output.train".into(),
         normwise(&train, fixture.get(&format!("{pre}output.train"))?, None)?,
         tol.outputs,
     );
-    let loss = relative_l2(&train, &y, Reduction::Sum)?;
+    let loss = relative_l2(&train, &y, Reduction::Sum, None)?;
     push(
         "loss.train".into(),
         normwise(&loss, fixture.get(&format!("{pre}loss.train"))?, None)?,
@@ -359,6 +370,11 @@ pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: Tolerances) -> 
                 format!("{name} received no gradient"),
             ));
         }
+        let tolerance = op
+            .reference_name(name)
+            .and_then(|r| tol.grad_overrides.get(r))
+            .copied()
+            .unwrap_or(tol.grads);
         push(
             format!("grad.{name}"),
             normwise(
@@ -366,7 +382,7 @@ pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: Tolerances) -> 
                 fixture.get(&format!("{pre}grad.{name}"))?,
                 Some(scale),
             )?,
-            tol.grads,
+            tolerance,
         );
     }
     Ok(Report {

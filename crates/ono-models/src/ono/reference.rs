@@ -14,10 +14,13 @@
 
 use std::path::Path;
 
+use serde_json::Value;
 use tch::nn::VarStore;
 use tch::Tensor;
 
-use crate::Result;
+use crate::ono::{NnBlock, OnoConfig};
+use crate::{Error, Result};
+use ono_nn::orthogonal::Orthogonalization;
 use ono_nn::weights::{self, NamedTensors};
 
 const COUNT_SUFFIX: &str = "feature_cov_count";
@@ -111,4 +114,48 @@ pub fn save_reference_file(vs: &VarStore, path: &Path) -> Result<()> {
         [("format".to_string(), "pt".to_string())].into(),
     )?;
     Ok(())
+}
+
+/// Maps the reference constructor arguments (`ONO2(**config)`) onto [`OnoConfig`].
+pub fn config_from_reference(config: &Value) -> Result<OnoConfig> {
+    let bad = |m: String| Error::Config(format!("reference config: {m}"));
+    let int = |key: &str| -> Result<i64> {
+        config[key]
+            .as_i64()
+            .ok_or_else(|| bad(format!("{key} missing or not an integer")))
+    };
+    let nn_block = match &config["attn_type"] {
+        Value::Null => NnBlock::LinearTransformer,
+        Value::String(s) if s == "nystrom" => NnBlock::Nystrom,
+        Value::String(s) if s == "galerkin" => NnBlock::Galerkin,
+        other => return Err(bad(format!("attn_type {other} is not supported"))),
+    };
+    let orthogonalization = match int("orth")? {
+        1 => Orthogonalization::Orthonormal,
+        0 => Orthogonalization::BatchNorm,
+        o => return Err(bad(format!("orth {o}"))),
+    };
+    for key in ["dropout", "attn_dropout"] {
+        if config[key].as_f64().unwrap_or(0.0) != 0.0 {
+            return Err(bad(format!("{key} must be 0 (dropout is not ported)")));
+        }
+    }
+    if config["act"].as_str().unwrap_or("gelu") != "gelu" {
+        return Err(bad(format!("act {} (only gelu)", config["act"])));
+    }
+    Ok(OnoConfig {
+        space_dim: int("space_dim")?,
+        fun_dim: int("fun_dim")?,
+        out_dim: int("out_dim")?,
+        n_layers: int("n_layers")? as usize,
+        n_hidden: int("n_hidden")?,
+        n_head: int("n_head")?,
+        psi_dim: int("psi_dim")?,
+        mlp_ratio: int("mlp_ratio")?,
+        nn_block,
+        orthogonalization,
+        momentum: config["momentum"].as_f64().unwrap_or(0.9),
+        time_input: config["Time_Input"].as_bool().unwrap_or(false),
+        ..OnoConfig::default()
+    })
 }

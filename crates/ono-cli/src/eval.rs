@@ -1,0 +1,64 @@
+//! `ono eval`: a checkpoint's test error on its own data or on another dataset file.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use ono_data::dataset::TensorDataset;
+use ono_train::config::{DataSection, LossSection};
+use ono_train::data_source::resolve_data;
+use ono_train::evaluate::{evaluate, normalized};
+use ono_train::Predictor;
+
+use crate::device;
+
+/// Evaluates `checkpoint` on the test split; prints one JSON line.
+pub fn run(checkpoint: PathBuf, data: Option<PathBuf>, dev: &str, batch: i64) -> Result<()> {
+    let dev = device(dev)?;
+    let (p, state) = Predictor::from_checkpoint(&checkpoint, dev)?;
+    let ds = match &data {
+        Some(d) => TensorDataset::read(d)?,
+        None => {
+            // The run's own data: its file, or its benchmark with the same split.
+            let section: DataSection = serde_json::from_value(state.config["data"].clone())
+                .context("the checkpoint's data settings are unreadable; pass --data")?;
+            let loss: LossSection = serde_json::from_value(state.config["loss"].clone())
+                .context("the checkpoint's loss settings are unreadable; pass --data")?;
+            resolve_data(&section, &loss)?.dataset
+        }
+    };
+    let data_path = data.map_or_else(
+        || {
+            state.config["data"]["path"]
+                .as_str()
+                .or(state.config["data"]["benchmark"].as_str())
+                .unwrap_or("?")
+                .to_string()
+        },
+        |d| d.display().to_string(),
+    );
+    let ysz = ds.test.y.size();
+    let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
+    let split = normalized(&ds.test, &p.x_norm, dev, p.kind())?;
+    // The grid of the evaluated data (another resolution than the training data's is fine).
+    let errs = evaluate(
+        &p.model,
+        &p.y_norm,
+        &split,
+        p.regime,
+        ds.grid.as_deref(),
+        batch,
+        steps,
+    )?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "checkpoint": checkpoint,
+            "data": data_path,
+            "samples": split.len(),
+            "test_rel_l2": errs.full,
+            "per_step": errs.per_step,
+            "trained_steps": state.global_step,
+        })
+    );
+    Ok(())
+}

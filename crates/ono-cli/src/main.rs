@@ -1,0 +1,229 @@
+//! `ono`: the user-facing command line of the toolkit. One file per command group.
+
+mod bench;
+mod check;
+mod data;
+mod eval;
+mod info;
+mod predict;
+mod train;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use tch::Device;
+
+#[derive(Parser)]
+#[command(
+    name = "ono",
+    version,
+    about = "Neural operators on libtorch",
+    arg_required_else_help = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print the libtorch build this binary runs on and the devices it sees, and run a small
+    /// matrix product on each device as a smoke test.
+    Info,
+    /// Train a model from an experiment file (TOML): checkpoints, metrics.jsonl, curves.png and
+    /// panels.png go to its `output_dir`.
+    Train {
+        /// The experiment file.
+        config: PathBuf,
+        /// Continue the run in `output_dir` from its last checkpoint.
+        #[arg(long)]
+        resume: bool,
+        /// Print nothing while training (the summary line is still printed).
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Evaluate a training checkpoint on the test split of a dataset; prints one JSON line.
+    Eval {
+        /// A checkpoint written by `ono train` (`checkpoints/last.safetensors` or `best`).
+        checkpoint: PathBuf,
+        /// The dataset file (default: the one the run was trained on).
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Samples per forward pass.
+        #[arg(long, default_value_t = 8)]
+        batch: i64,
+    },
+    /// Predict with a training checkpoint: reads `fx` (S, N, Cf) and `pos` (1 or S, N, d) from a
+    /// safetensors file, writes `pred` to another.
+    Predict {
+        /// A checkpoint written by `ono train`.
+        checkpoint: PathBuf,
+        /// Input safetensors file with `fx` and `pos` (raw, un-normalized values).
+        #[arg(long)]
+        input: PathBuf,
+        /// Output safetensors file; gets `pred` (S, N, C) or (S, N, C, T).
+        #[arg(long)]
+        output: PathBuf,
+        /// Time steps to predict for a time-series model.
+        #[arg(long, default_value_t = 10)]
+        steps: i64,
+        /// cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+    },
+    /// Make datasets and inspect benchmark files.
+    #[command(subcommand)]
+    Data(data::DataCmd),
+    /// Check a port against one reference fixture case (`CASE.safetensors` and `CASE.json` as
+    /// in fixtures/ono): the architecture comes from the JSON's `family`, the tolerances from
+    /// its tolerance fields (per-parameter gradient overrides included); float32 and float64.
+    /// Exits 1 naming every tensor beyond its tolerance.
+    CheckReference {
+        /// The case's tensors.
+        weights: PathBuf,
+        /// The case's JSON.
+        json: PathBuf,
+        /// cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Only float32.
+        #[arg(long, conflicts_with = "f64_only")]
+        f32_only: bool,
+        /// Only float64.
+        #[arg(long)]
+        f64_only: bool,
+    },
+    /// Time full training steps (forward, loss, backward, clipping, AdamW) on random data at a
+    /// benchmark's shapes and batch size; prints one JSON line.
+    BenchStep {
+        /// The architecture (ono, mlp).
+        #[arg(long, default_value = "ono")]
+        arch: String,
+        /// The architecture's preset. ONO: darcy, ns2d, airfoil, pipe, elasticity, plasticity,
+        /// super_resolution, time_extrapolation; mlp: default, small.
+        #[arg(long)]
+        preset: String,
+        /// Whose shapes (points, batch, channels): an ONO preset name; default: --preset.
+        #[arg(long)]
+        shapes: Option<String>,
+        /// Timed steps.
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        /// Untimed warm-up steps.
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Torch intra-op threads (default: libtorch's).
+        #[arg(long)]
+        threads: Option<i32>,
+        /// cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Recompute each block's activations in the backward pass (less memory, ~1 more
+        /// forward per step).
+        #[arg(long)]
+        recompute: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tune_allocator();
+    match dispatch(Cli::parse().command) {
+        Ok(true) => ExitCode::SUCCESS,
+        // A check that ran and found differences.
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs a command; `Ok(false)` when it ran and its verdict is negative.
+fn dispatch(command: Cmd) -> Result<bool> {
+    match command {
+        Cmd::Info => info::run()?,
+        Cmd::Train {
+            config,
+            resume,
+            quiet,
+        } => train::train(config, resume, quiet)?,
+        Cmd::Eval {
+            checkpoint,
+            data,
+            device,
+            batch,
+        } => eval::run(checkpoint, data, &device, batch)?,
+        Cmd::Predict {
+            checkpoint,
+            input,
+            output,
+            steps,
+            device,
+        } => predict::run(checkpoint, input, output, steps, &device)?,
+        Cmd::Data(cmd) => data::run(cmd)?,
+        Cmd::CheckReference {
+            weights,
+            json,
+            device: dev,
+            f32_only,
+            f64_only,
+        } => {
+            let precisions = check::Precisions {
+                f32: !f64_only,
+                f64: !f32_only,
+            };
+            return check::run(&weights, &json, device(&dev)?, precisions);
+        }
+        Cmd::BenchStep {
+            arch,
+            preset,
+            shapes,
+            steps,
+            warmup,
+            threads,
+            device,
+            recompute,
+        } => bench::run(
+            &arch,
+            &preset,
+            shapes.as_deref(),
+            steps,
+            warmup,
+            threads,
+            &device,
+            recompute,
+        )?,
+    }
+    Ok(true)
+}
+
+/// `cpu`, `cuda` or `cuda:N`.
+fn device(s: &str) -> Result<Device> {
+    ono_train::config::parse_device(s).map_err(|m| anyhow::anyhow!("--device: {m}"))
+}
+
+/// Keeps freed tensor memory in the process instead of returning it to the kernel after every
+/// step. With glibc's defaults every (B, N, h) activation (15–35 MB) is a fresh mmap, zeroed by
+/// page faults on first touch, and unmapped again when the step ends: the Elasticity training
+/// step measured 8.1 s with this tuning against 21.7 s without (docs/benchmarks.md). Blocks up
+/// to 32 MiB then come from the heap, which is trimmed only above 2 GiB of free space and grows
+/// by at least 1 GiB at a time: with 256 MiB the recomputed Darcy step (which frees and
+/// reallocates one block's activations per block) took 26.5–27.7 s against 17.1–21.1 s, for
+/// about 0.3 GiB more peak memory; NS2d and Elasticity did not change (docs/benchmarks.md).
+/// `ONO_MALLOC_DEFAULTS=1` keeps glibc's behaviour.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("ONO_MALLOC_DEFAULTS").is_none() {
+        // SAFETY: mallopt only changes allocator parameters; called before any thread starts.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+            libc::mallopt(libc::M_TRIM_THRESHOLD, i32::MAX);
+            libc::mallopt(libc::M_TOP_PAD, 1 << 30);
+        }
+    }
+}

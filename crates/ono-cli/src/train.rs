@@ -1,0 +1,32 @@
+//! `ono train`: a run from an experiment file.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use ono_train::config::TrainConfig;
+use ono_train::progress::Progress;
+use ono_train::Trainer;
+
+/// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line.
+pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
+    let cfg = TrainConfig::from_file(&config)?;
+    let mut trainer = Trainer::new(cfg, resume)?;
+    let total = trainer.steps_per_epoch() * trainer.config().epochs;
+    let progress = if quiet {
+        Progress::Quiet
+    } else {
+        Progress::auto(total, trainer.state().global_step)
+    };
+    let summary = trainer.run(&progress)?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "steps": summary.steps,
+            "resumed_at": summary.resumed_at,
+            "final_test_rel_l2": summary.final_test,
+            "best": summary.best,
+            "checkpoint": summary.last_checkpoint,
+        })
+    );
+    Ok(())
+}

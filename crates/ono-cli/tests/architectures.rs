@@ -1,0 +1,354 @@
+//! The model registry through the `ono` binary: a second architecture (the pointwise MLP) trains,
+//! resumes after kill -9, evals and predicts like ONO; a checkpoint written before the registry
+//! existed still evals and predicts with the same output; `ono check-reference` passes every ONO
+//! fixture case and names what a perturbed weight breaks.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ono_data::dataset::TensorDataset;
+use ono_train::checkpoint::Checkpoint;
+use tch::{Kind, Tensor};
+
+fn ono() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ono"));
+    c.env("OMP_NUM_THREADS", "1");
+    c
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ono-arch-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fixtures() -> PathBuf {
+    ono_testing::fixtures_dir()
+}
+
+fn ok(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "{err}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    err
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Mean relative L2 of predicting the training mean field for every test sample.
+fn mean_field_error(ds: &TensorDataset) -> f64 {
+    let mean = ds.train.y.mean_dim(&[0i64][..], true, Kind::Double);
+    let pred = mean.expand_as(&ds.test.y);
+    rel_l2(&pred, &ds.test.y)
+}
+
+fn rel_l2(pred: &Tensor, y: &Tensor) -> f64 {
+    let b = y.size()[0];
+    let (pred, y) = (pred.to_kind(Kind::Double), y.to_kind(Kind::Double));
+    let num = (&pred - &y)
+        .reshape([b, -1])
+        .norm_scalaropt_dim(2, &[1i64][..], false);
+    let den = y.reshape([b, -1]).norm_scalaropt_dim(2, &[1i64][..], false);
+    (num / den).mean(Kind::Double).double_value(&[])
+}
+
+fn model_and_optimizer(path: &Path) -> Vec<(String, Vec<f64>)> {
+    let c = Checkpoint::load(path).unwrap();
+    c.tensors
+        .iter()
+        .filter(|(k, _)| k.starts_with("model.") || k.starts_with("optim."))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                Vec::<f64>::try_from(v.to_kind(Kind::Double).reshape([-1])).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn mlp_config(dir: &Path, data: &Path, out: &str) -> PathBuf {
+    let text = format!(
+        r#"
+seed = 1
+epochs = 12
+batch_size = 4
+threads = 1
+output_dir = "{out}"
+
+[model]
+arch = "mlp"
+preset = "small"
+[model.overrides]
+width = 64
+n_layers = 2
+
+[data]
+path = "{}"
+normalize_x = "unit"
+normalize_y = "gaussian"
+
+[optimizer]
+lr = 0.003
+
+[checkpoint]
+every_steps = 5
+"#,
+        data.display()
+    );
+    let p = dir.join(format!("{out}.toml"));
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+#[test]
+fn the_pointwise_mlp_learns_darcy_resumes_after_kill_nine_evals_and_predicts() {
+    let dir = temp_dir("mlp");
+    let data = dir.join("darcy.safetensors");
+    ok(&ono()
+        .args(["data", "darcy", "--n-train", "60", "--n-test", "12"])
+        .args(["--res", "33", "--stride", "2", "--seed", "4", "--out"])
+        .arg(&data)
+        .output()
+        .unwrap());
+    let ds = TensorDataset::read(&data).unwrap();
+    let baseline = mean_field_error(&ds);
+
+    // Uninterrupted.
+    let cfg_a = mlp_config(&dir, &data, "a");
+    let out = ono()
+        .arg("train")
+        .arg(&cfg_a)
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    ok(&out);
+    let summary = json(&out);
+    let final_err = summary["final_test_rel_l2"].as_f64().unwrap();
+    eprintln!("mlp: mean-field baseline {baseline:.4}, final {final_err:.4}");
+    assert!(
+        final_err < baseline,
+        "final {final_err} vs mean-field {baseline}"
+    );
+    let ckpt = Checkpoint::load(&dir.join("a/checkpoints/last.safetensors")).unwrap();
+    assert_eq!(
+        serde_json::to_value(&ckpt.state.model).unwrap()["arch"],
+        "mlp"
+    );
+
+    // Killed with SIGKILL after a mid-run checkpoint, then resumed: bit-identical.
+    let cfg_b = mlp_config(&dir, &data, "b");
+    let mut child = ono()
+        .arg("train")
+        .arg(&cfg_b)
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sidecar = dir.join("b/checkpoints/last.json");
+    let start = Instant::now();
+    while !sidecar.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no checkpoint appeared"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = ono()
+        .arg("train")
+        .arg(&cfg_b)
+        .arg("--resume")
+        .arg("--quiet")
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(json(&out)["steps"], summary["steps"]);
+    let a = model_and_optimizer(&dir.join("a/checkpoints/last.safetensors"));
+    let b = model_and_optimizer(&dir.join("b/checkpoints/last.safetensors"));
+    assert_eq!(a.len(), b.len());
+    for ((ka, va), (kb, vb)) in a.iter().zip(&b) {
+        assert_eq!(ka, kb);
+        assert!(va == vb, "{ka} differs after resume");
+    }
+
+    // eval reproduces the final error; predict scores the same.
+    let last = dir.join("a/checkpoints/last.safetensors");
+    let out = ono().arg("eval").arg(&last).output().unwrap();
+    ok(&out);
+    let e = json(&out)["test_rel_l2"].as_f64().unwrap();
+    assert!((e - final_err).abs() < 1e-6, "{e} vs {final_err}");
+    let input = dir.join("input.safetensors");
+    ono_data::dataset::write_tensors_atomic(
+        &input,
+        &[
+            ("fx".into(), ds.test.fx.shallow_clone()),
+            ("pos".into(), ds.test.pos.shallow_clone()),
+        ],
+    )
+    .unwrap();
+    let output = dir.join("pred.safetensors");
+    ok(&ono()
+        .arg("predict")
+        .arg(&last)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(&output)
+        .output()
+        .unwrap());
+    let pred = &Tensor::read_safetensors(&output).unwrap()[0].1;
+    assert_eq!(pred.size(), ds.test.y.size());
+    let rel = rel_l2(pred, &ds.test.y);
+    assert!((rel - final_err).abs() < 1e-4, "{rel} vs {final_err}");
+}
+
+/// `fixtures/legacy_checkpoint`: an ONO checkpoint, its data, an input file, and the outputs of
+/// `ono eval` and `ono predict` of commit e42ceaf (before the model registry), made with
+/// `legacy.toml` there (README.md of that folder).
+#[test]
+fn a_checkpoint_from_before_the_registry_evals_and_predicts_the_same() {
+    let legacy = fixtures().join("legacy_checkpoint");
+    let dir = temp_dir("legacy");
+    let ckpt = legacy.join("ono_darcy_e42ceaf.safetensors");
+    let out = ono()
+        .arg("eval")
+        .arg(&ckpt)
+        .arg("--data")
+        .arg(legacy.join("darcy9.safetensors"))
+        .output()
+        .unwrap();
+    ok(&out);
+    let old: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(legacy.join("eval_old.json")).unwrap())
+            .unwrap();
+    let (new_err, old_err) = (
+        json(&out)["test_rel_l2"].as_f64().unwrap(),
+        old["test_rel_l2"].as_f64().unwrap(),
+    );
+    eprintln!("legacy eval: {new_err:e} now, {old_err:e} before");
+    // Equal on the machine that made them; MKL's code paths may move float32 results in the
+    // last digits on another CPU.
+    assert!(
+        (new_err - old_err).abs() <= 1e-6 * old_err,
+        "{new_err} vs {old_err}"
+    );
+
+    let output = dir.join("pred.safetensors");
+    ok(&ono()
+        .arg("predict")
+        .arg(&ckpt)
+        .arg("--input")
+        .arg(legacy.join("input.safetensors"))
+        .arg("--output")
+        .arg(&output)
+        .output()
+        .unwrap());
+    let new = &Tensor::read_safetensors(&output).unwrap()[0].1;
+    let old = &Tensor::read_safetensors(legacy.join("pred_old.safetensors")).unwrap()[0].1;
+    assert_eq!(new.size(), old.size());
+    let diff = (new - old).abs().max().double_value(&[]);
+    let scale = old.abs().max().double_value(&[]);
+    eprintln!("legacy predict: max |new − old| = {diff:e} (max |old| = {scale:e})");
+    assert!(
+        diff <= 1e-6 * scale,
+        "max difference {diff} against {scale}"
+    );
+}
+
+const ONO_CASES: [&str; 12] = [
+    "linear_small",
+    "linear_small_wellcond",
+    "nystrom_small",
+    "nystrom_small_wellcond",
+    "galerkin_small",
+    "galerkin_small_wellcond",
+    "bn_ablation",
+    "bn_ablation_wellcond",
+    "time_input",
+    "time_input_wellcond",
+    "ema_distinct_inputs",
+    "ema_distinct_inputs_wellcond",
+];
+
+fn check_reference(weights: &Path, json: &Path) -> Output {
+    ono()
+        .arg("check-reference")
+        .arg(weights)
+        .arg(json)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn check_reference_passes_every_ono_case_in_f32_and_f64() {
+    let dir = fixtures().join("ono");
+    for case in ONO_CASES {
+        let out = check_reference(
+            &dir.join(format!("{case}.safetensors")),
+            &dir.join(format!("{case}.json")),
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{case}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("(Float): PASS") && stdout.contains("(Double): PASS"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("all within tolerance"), "{stdout}");
+    }
+}
+
+#[test]
+fn check_reference_fails_naming_the_tensors_when_a_weight_is_off_by_a_tenth_of_a_percent() {
+    let dir = temp_dir("perturbed");
+    let fx = fixtures().join("ono");
+    let mut tensors = Tensor::read_safetensors(fx.join("linear_small.safetensors")).unwrap();
+    let key = "param.blocks.0.mlp.linear_pre.0.weight";
+    let entry = tensors.iter_mut().find(|(k, _)| k == key).expect(key);
+    entry.1 = &entry.1 * 1.001;
+    let weights = dir.join("linear_small.safetensors");
+    Tensor::write_safetensors(&tensors, &weights).unwrap();
+    let out = check_reference(&weights, &fx.join("linear_small.json"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAILED"), "{stdout}");
+    // The failures are listed by name: the outputs and the perturbed weight's own gradient.
+    let failures = &stdout[stdout.find(": FAILED").unwrap()..];
+    assert!(failures.contains("output.eval"), "{failures}");
+    assert!(
+        failures.contains("grad.blocks.0.mlp.linear_pre.0.weight"),
+        "{failures}"
+    );
+}
+
+#[test]
+fn check_reference_refuses_a_family_without_an_architecture() {
+    let dir = temp_dir("family");
+    let fx = fixtures().join("ono");
+    let mut j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fx.join("linear_small.json")).unwrap())
+            .unwrap();
+    j["family"] = "fno".into();
+    j["model_class"] = "FNO2d".into();
+    let json_path = dir.join("case.json");
+    std::fs::write(&json_path, j.to_string()).unwrap();
+    let out = check_reference(&fx.join("linear_small.safetensors"), &json_path);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("family `fno`") && stderr.contains("known: ono, mlp"),
+        "{stderr}"
+    );
+}

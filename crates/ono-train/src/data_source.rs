@@ -1,0 +1,99 @@
+//! The data of a run: a dataset file or a published benchmark, with the settings the experiment
+//! file leaves unset filled from the benchmark's recipe (`recipe.rs`).
+
+use ono_data::benchmarks::{self, Benchmark, LoadOptions};
+use ono_data::dataset::TensorDataset;
+use ono_data::normalizer::NormalizerKind;
+
+use crate::config::{DataSection, LossSection};
+use crate::recipe;
+use crate::regime::Regime;
+use crate::{Error, Result};
+
+/// The data of a run with the settings that come with it.
+pub struct ResolvedData {
+    /// Train and test splits.
+    pub dataset: TensorDataset,
+    /// How samples are fed.
+    pub regime: Regime,
+    /// Input normalizer kind.
+    pub normalize_x: NormalizerKind,
+    /// Target normalizer kind.
+    pub normalize_y: NormalizerKind,
+    /// Darcy's derivative-loss weight.
+    pub derivative_alpha: f64,
+}
+
+/// Reads the dataset file or the benchmark of `cfg.data`, applies `ntrain` / `ntest`, and fills
+/// unset settings from the benchmark's reference recipe.
+pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData> {
+    let (dataset, recipe) = match (&d.path, &d.benchmark) {
+        (Some(path), _) => {
+            let data = TensorDataset::read(path).map_err(|e| match e {
+                ono_data::Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::Data(format!(
+                        "data.path: {} does not exist (make one with `ono data darcy`, or point data.path at a dataset file)",
+                        path.display()
+                    ))
+                }
+                e => Error::DataCrate(e),
+            })?;
+            let train = match d.ntrain {
+                Some(n) => data
+                    .train
+                    .take(n)
+                    .map_err(|e| Error::config("data.ntrain", e.to_string()))?,
+                None => data.train,
+            };
+            let test = match d.ntest {
+                Some(n) => data
+                    .test
+                    .take(n)
+                    .map_err(|e| Error::config("data.ntest", e.to_string()))?,
+                None => data.test,
+            };
+            (
+                TensorDataset {
+                    train,
+                    test,
+                    grid: data.grid,
+                },
+                None,
+            )
+        }
+        (None, Some(name)) => {
+            let b: Benchmark = name
+                .parse()
+                .map_err(|e: ono_data::Error| Error::config("data.benchmark", e.to_string()))?;
+            let opts = LoadOptions {
+                ntrain: d.ntrain.map(|n| n as usize),
+                ntest: d.ntest.map(|n| n as usize),
+                r: d.r,
+                layout: d.layout,
+            };
+            let dir = benchmarks::data_dir(d.data_dir.as_deref());
+            let loaded = benchmarks::load(b, &dir, &opts)?;
+            (loaded.dataset, Some(recipe::recipe(b, d.layout)))
+        }
+        (None, None) => return Err(Error::config("data", "needs `path` or `benchmark`")),
+    };
+    Ok(ResolvedData {
+        dataset,
+        regime: d
+            .regime
+            .or(recipe.as_ref().map(|r| r.regime))
+            .unwrap_or_default(),
+        normalize_x: d
+            .normalize_x
+            .or(recipe.as_ref().map(|r| r.normalize_x))
+            .unwrap_or_default(),
+        normalize_y: d
+            .normalize_y
+            .or(recipe.as_ref().map(|r| r.normalize_y))
+            .unwrap_or_default(),
+        derivative_alpha: loss
+            .derivative_alpha
+            .or(recipe.as_ref().map(|r| r.derivative_alpha))
+            .unwrap_or(0.0),
+    })
+}

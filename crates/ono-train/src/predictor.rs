@@ -1,0 +1,84 @@
+//! A trained model with its normalizers, ready to predict: what `ono eval` and `ono predict`
+//! load from a training checkpoint.
+
+use std::path::Path;
+
+use ono_data::normalizer::Normalizer;
+use ono_models::Model;
+use tch::{Device, Kind, Tensor};
+
+use crate::checkpoint::{Checkpoint, TrainState};
+use crate::regime::{Decoder, Regime};
+use crate::Result;
+
+/// See the module documentation.
+pub struct Predictor {
+    /// The model (any architecture).
+    pub model: Model,
+    /// Input normalizer.
+    pub x_norm: Normalizer,
+    /// Target normalizer.
+    pub y_norm: Normalizer,
+    /// Steady, autoregressive or per time step.
+    pub regime: Regime,
+    /// The training data's grid shape, when its points were a grid.
+    pub grid: Option<Vec<i64>>,
+}
+
+impl Predictor {
+    /// Loads the model and normalizers of a training checkpoint onto `device`.
+    pub fn from_checkpoint(path: &Path, device: Device) -> Result<(Self, TrainState)> {
+        let ckpt = Checkpoint::load(path)?;
+        let st = &ckpt.state;
+        let model_tensors = ckpt.section("model.");
+        // The checkpoint's floating kind decides the model's.
+        let kind = model_tensors
+            .values()
+            .find(|t| t.is_floating_point())
+            .map(|t| t.kind())
+            .unwrap_or(Kind::Float);
+        let model = Model::new(&st.model, device, kind)?;
+        model.load_tensors(&model_tensors, path)?;
+        let x_norm = Normalizer::from_tensors(st.normalize_x, "norm.x.", &ckpt.tensors)?;
+        let y_norm = Normalizer::from_tensors(st.normalize_y, "norm.y.", &ckpt.tensors)?;
+        Ok((
+            Self {
+                model,
+                x_norm,
+                y_norm,
+                // The resolved regime (the configuration may leave it to the benchmark recipe).
+                regime: st.regime,
+                grid: st.grid.clone(),
+            },
+            ckpt.state,
+        ))
+    }
+
+    /// The floating kind of the model.
+    pub fn kind(&self) -> Kind {
+        self.model.kind()
+    }
+
+    /// Predictions for raw (un-normalized) inputs, in evaluation mode and without gradients.
+    /// `grid` is the inputs' grid shape (e.g. another resolution than the training data's).
+    ///
+    /// # Shapes
+    /// - `pos`: (B, N, d), `fx`: (B, N, Cf)
+    /// - returns: steady (B, N, C); time series (B, N, C, T) for `t_out` steps
+    pub fn predict(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        t_out: i64,
+        grid: Option<&[i64]>,
+    ) -> Result<Tensor> {
+        let _g = tch::no_grad_guard();
+        let fx = self.x_norm.encode(fx)?;
+        let d = Decoder {
+            model: &self.model,
+            y_norm: &self.y_norm,
+            grid,
+        };
+        self.regime.ops().predict(d, pos, &fx, t_out)
+    }
+}

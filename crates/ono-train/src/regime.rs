@@ -1,0 +1,233 @@
+//! How samples are fed to a model: the three regimes of the reference scripts. Each is one
+//! implementation of [`RegimeOps`]; [`Regime::ops`] is the one place a regime is dispatched on.
+
+use ono_data::dataset::{mix, Batch};
+use ono_data::normalizer::Normalizer;
+use ono_models::{Model, ModelInput};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use crate::loss::{self, MetricSum};
+use crate::step::StepRunner;
+use crate::{Error, Result};
+
+/// How samples are fed to a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Regime {
+    /// Input function → solution, one forward per batch.
+    #[default]
+    Steady,
+    /// NS2d: the last `t_in` frames in, one frame out, a sliding window over the targets' time
+    /// axis; teacher forcing in training (or free-running), free rollout in evaluation.
+    Autoregressive,
+    /// Plasticity: one forward, backward and optimizer step per time step, in an order shuffled
+    /// independently per sample; the schedule steps once per batch.
+    PerTimeStep,
+}
+
+impl Regime {
+    /// The regime's behaviour.
+    pub(crate) fn ops(self) -> &'static dyn RegimeOps {
+        match self {
+            Regime::Steady => &Steady,
+            Regime::Autoregressive => &Autoregressive,
+            Regime::PerTimeStep => &PerTimeStep,
+        }
+    }
+
+    /// Whether targets carry a time axis, (S, N, C, T).
+    pub fn is_time_series(self) -> bool {
+        self != Regime::Steady
+    }
+
+    /// Whether the model takes a time value per sample.
+    pub fn time_input(self) -> bool {
+        self == Regime::PerTimeStep
+    }
+}
+
+/// A model with what is needed to decode its outputs.
+#[derive(Clone, Copy)]
+pub struct Decoder<'a> {
+    /// The model.
+    pub model: &'a Model,
+    /// The target normalizer (outputs are decoded with it).
+    pub y_norm: &'a Normalizer,
+    /// The grid shape when the points are a grid.
+    pub grid: Option<&'a [i64]>,
+}
+
+impl Decoder<'_> {
+    /// The decoded output of one forward pass.
+    fn forward(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        time: Option<&Tensor>,
+        train: bool,
+    ) -> Result<Tensor> {
+        let input = ModelInput::new(pos, fx)
+            .with_time(time)
+            .with_grid(self.grid);
+        Ok(self.y_norm.decode(&self.model.forward(&input, train)?)?)
+    }
+}
+
+/// What differs between regimes: one training batch, and predictions in evaluation mode.
+pub(crate) trait RegimeOps: Sync {
+    /// Trains on one batch: one optimizer step (or, per time step, T of them) through `runner`.
+    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()>;
+
+    /// Predictions in evaluation mode for normalized inputs, decoded. Steady: (B, N, C); time
+    /// series: (B, N, C, T) for `steps` steps.
+    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor>;
+
+    /// Adds a batch's errors to `sum`.
+    fn score(&self, sum: &mut MetricSum, pred: &Tensor, truth: &Tensor) -> Result<()> {
+        Ok(sum.add_rollout(pred, truth)?)
+    }
+}
+
+struct Steady;
+
+impl RegimeOps for Steady {
+    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
+        let input = ModelInput::new(&batch.pos, &batch.fx).with_grid(runner.grid);
+        let b = batch.fx.size()[0];
+        runner.forward_backward_step(&input, &batch.y, b, 1)
+    }
+
+    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, _steps: i64) -> Result<Tensor> {
+        d.forward(pos, fx, None, false)
+    }
+
+    fn score(&self, sum: &mut MetricSum, pred: &Tensor, truth: &Tensor) -> Result<()> {
+        Ok(sum.add(pred, truth)?)
+    }
+}
+
+struct Autoregressive;
+
+impl RegimeOps for Autoregressive {
+    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
+        let d = runner.decoder();
+        let teacher = runner.teacher_forcing;
+        let (_, loss) = rollout(
+            d,
+            &batch.pos,
+            &batch.fx,
+            runner.time_steps,
+            Some((&batch.y, teacher)),
+            true,
+        )?;
+        let loss = loss.ok_or_else(|| Error::Data("a rollout of zero steps".into()))?;
+        let b = batch.fx.size()[0];
+        runner.backward_step(loss, b)
+    }
+
+    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor> {
+        rollout(d, pos, fx, steps, None, false).map(|(p, _)| p)
+    }
+}
+
+struct PerTimeStep;
+
+impl RegimeOps for PerTimeStep {
+    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
+        // An independent permutation of the time steps per sample (the reference collate).
+        let (t, b) = (runner.time_steps, batch.fx.size()[0]);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(
+            runner.seed,
+            runner.step.wrapping_add(1 << 41),
+        ));
+        let perms: Vec<i64> = (0..b)
+            .flat_map(|_| {
+                let mut p: Vec<i64> = (0..t).collect();
+                p.shuffle(&mut rng);
+                p
+            })
+            .collect();
+        let device = batch.fx.device();
+        let perms = Tensor::from_slice(&perms)
+            .f_view([b, t])?
+            .f_to_device(device)?;
+        let times = time_grid(t, batch.fx.kind(), device)?;
+        let (n, c) = (batch.y.size()[1], batch.y.size()[2]);
+        for k in 0..t {
+            let tk = perms.f_select(1, k)?;
+            let t_in = times.f_index_select(0, &tk)?.f_reshape([b, 1])?;
+            let gather = tk.f_view([b, 1, 1, 1])?.f_expand([b, n, c, 1], false)?;
+            let target = batch.y.f_gather(3, &gather, false)?.f_squeeze_dim(3)?;
+            let input = ModelInput::new(&batch.pos, &batch.fx)
+                .with_time(Some(&t_in))
+                .with_grid(runner.grid);
+            // Reported per sample and time step; the first step of a batch counts its samples.
+            runner.forward_backward_step(&input, &target, if k == 0 { b } else { 0 }, t)?;
+        }
+        Ok(())
+    }
+
+    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor> {
+        let b = fx.size()[0];
+        let times = time_grid(steps, fx.kind(), fx.device())?;
+        let preds = (0..steps)
+            .map(|k| {
+                let t = times
+                    .f_narrow(0, k, 1)?
+                    .f_expand([b], false)?
+                    .f_reshape([b, 1])?;
+                d.forward(pos, fx, Some(&t), false)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Tensor::f_stack(&preds, -1)?)
+    }
+}
+
+/// Rollout: `steps` frames, each appended to the sliding window `fx` (teacher forcing from
+/// `truth` when given). Returns (B, N, C, steps) and Σ_t Σ_b relL2 when `truth` is given. The
+/// autoregressive regime uses no normalizer, so outputs are fed back as they are.
+fn rollout(
+    d: Decoder<'_>,
+    pos: &Tensor,
+    fx: &Tensor,
+    steps: i64,
+    truth: Option<(&Tensor, bool)>,
+    train: bool,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let mut window = fx.shallow_clone();
+    let mut frames = Vec::with_capacity(steps as usize);
+    let mut loss: Option<Tensor> = None;
+    for t in 0..steps {
+        let input = ModelInput::new(pos, &window).with_grid(d.grid);
+        let pred = d.model.forward(&input, train)?;
+        let c = pred.size()[2];
+        let next = match truth {
+            Some((y, teacher)) => {
+                let yt = y.f_select(-1, t)?;
+                let l = loss::relative_l2(&pred, &yt, loss::Reduction::Sum, None)?;
+                loss = Some(match loss.take() {
+                    Some(a) => a.f_add(&l)?,
+                    None => l,
+                });
+                if teacher {
+                    yt
+                } else {
+                    pred.shallow_clone()
+                }
+            }
+            None => pred.shallow_clone(),
+        };
+        let keep = window.size()[2] - c;
+        window = Tensor::f_cat(&[window.f_narrow(2, c, keep)?, next], 2)?;
+        frames.push(pred);
+    }
+    Ok((Tensor::f_stack(&frames, -1)?, loss))
+}
+
+/// t = linspace(0, 1, T), the time values of a per-time-step model.
+fn time_grid(steps: i64, kind: Kind, device: Device) -> Result<Tensor> {
+    Ok(Tensor::f_linspace(0.0, 1.0, steps, (kind, device))?)
+}
