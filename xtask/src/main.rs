@@ -109,9 +109,10 @@ fn main() -> Result<()> {
             let mut cmd = cargo(&env);
             cmd.arg("test");
             // The whole workspace unless the caller picked packages.
-            if !args.iter().any(|a| {
+            let whole_workspace = !args.iter().any(|a| {
                 a == "-p" || a == "--package" || a.to_string_lossy().starts_with("--package=")
-            }) {
+            });
+            if whole_workspace {
                 cmd.arg("--workspace");
             }
             cmd.args(args);
@@ -120,7 +121,11 @@ fn main() -> Result<()> {
             for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
                 cmd.env(var, "1");
             }
-            run(cmd)
+            run(cmd)?;
+            if whole_workspace {
+                run_downstream_example(&env)?;
+            }
+            Ok(())
         }
         Cmd::Bench {
             filter,
@@ -133,10 +138,7 @@ fn main() -> Result<()> {
             run(cmd)
         }
         Cmd::BenchReport => {
-            let dir = std::env::var_os("CARGO_TARGET_DIR")
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(|| workspace_root().join("target"))
-                .join("criterion");
+            let dir = target_dir().join("criterion");
             print!("{}", bench_report::report(&dir)?);
             Ok(())
         }
@@ -233,6 +235,28 @@ fn cargo(env: &TorchEnv) -> Command {
     let mut cmd = Command::new(cargo);
     env.apply(&mut cmd);
     cmd
+}
+
+/// Builds `examples/downstream` and runs its binary as a user would: directly, not through
+/// `cargo run` (which sets `LD_LIBRARY_PATH`), and with `LD_LIBRARY_PATH` removed, so that it
+/// starts only if ono-link gave it a RUNPATH to libtorch.
+fn run_downstream_example(env: &TorchEnv) -> Result<()> {
+    const PACKAGE: &str = "ono-downstream-example";
+    let mut build = cargo(env);
+    build.args(["build", "-p", PACKAGE]);
+    run(build)?;
+    let exe = target_dir().join("debug").join(PACKAGE);
+    let mut cmd = Command::new(&exe);
+    cmd.env_remove("LD_LIBRARY_PATH");
+    torch::say(format!("running {} without LD_LIBRARY_PATH", exe.display()));
+    run(cmd)
+}
+
+/// `CARGO_TARGET_DIR`, else the workspace's `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// Runs a command with inherited stdio (output streams live) and fails on a non-zero exit.

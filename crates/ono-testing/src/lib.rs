@@ -270,8 +270,8 @@ pub fn assert_gradients(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], eps:
     }
 }
 
-/// Asserts that this process has `libtorch.so` mapped, i.e. that the shared link script
-/// (`build/tch_link.rs`) gave the binary its RUNPATH and kept `-ltorch` despite `--as-needed`.
+/// Asserts that this process has `libtorch.so` mapped, i.e. that the crate's `build.rs`
+/// (`ono_link::emit()`) gave the binary its RUNPATH and kept `-ltorch` despite `--as-needed`.
 /// Without it `libtorch_cuda.so` is never loaded and CUDA reports as unavailable on GPU machines.
 pub fn assert_libtorch_linked() {
     init();
@@ -285,7 +285,7 @@ pub fn assert_libtorch_linked() {
     );
     assert!(
         loaded("/libtorch.so"),
-        "libtorch.so is not mapped: the crate's build script must be ../../build/tch_link.rs \
+        "libtorch.so is not mapped: the crate's build.rs must call ono_link::emit() \
          (it links with --no-as-needed -ltorch) and torch-sys must be a direct dependency"
     );
 }
