@@ -117,7 +117,8 @@ fn main() -> Result<()> {
             }
             cmd.args(args);
             // One torch (OpenMP/MKL) thread per test process: the CI machine has two cores and
-            // libtest already runs tests on several threads. OpenBLAS likewise (rust-tch-notes §4).
+            // libtest already runs tests on several threads. OpenBLAS likewise
+            // (docs/tch-notes.md#openblas-and-lapack).
             for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
                 cmd.env(var, "1");
             }
