@@ -2,7 +2,8 @@
 //!
 //! rfft over the last D spatial dims, multiply the retained low-frequency modes by complex weights,
 //! zero the rest, irfft back. The weights are real tensors with a trailing 2 (re, im) viewed as
-//! complex: tch's optimizers and safetensors both mishandle complex parameters (rust-tch-notes §1.6).
+//! complex: tch's optimizers and safetensors both mishandle complex parameters
+//! (docs/tch-notes.md#complex-parameters).
 
 use tch::{Kind, Tensor};
 

@@ -6,7 +6,7 @@ use tch::Tensor;
 
 use crate::Result;
 
-/// `timm.trunc_normal_(std=0.02)` as ONO (and GNOT) apply it to every `nn.Linear`. Its bounds are
+/// `timm.trunc_normal_(std=0.02)` as ONO (and NSL's GNOT) apply it to every `nn.Linear`. Its bounds are
 /// ±2 in absolute value, i.e. ±100σ, so it never truncates in practice and is drawn as N(0, 0.02²).
 pub const REFERENCE_STD: f64 = 0.02;
 

@@ -1,6 +1,7 @@
 //! ONO with outputs at query points Y different from the input points X: the cross-attention
 //! variant of the paper's Appendix A, eq. (20). The reference's `ONO3` is not used (it is defective,
-//! reference notes §2.3); this implements the equations. Design and rationale: `docs/ono.md`.
+//! docs/reference-implementations.md#ono3-cross-attention); this implements the equations. Design
+//! and rationale: `docs/ono.md`.
 //!
 //! ```text
 //! x(P)  = preprocess_x(pos_P)          eigenfunction stream, a function of position only, so it can
