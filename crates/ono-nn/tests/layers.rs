@@ -48,6 +48,35 @@ fn relative_l2_is_the_per_sample_norm_ratio_summed() {
 }
 
 #[test]
+fn masked_relative_l2_equals_the_unpadded_samples_alone() {
+    seeded(11);
+    let opts = (Kind::Double, Device::Cpu);
+    // Two samples of 3 and 5 real points, padded to 6, with garbage in the padding.
+    let (pred, target) = (
+        Tensor::randn([2, 6, 2], opts),
+        Tensor::randn([2, 6, 2], opts),
+    );
+    let lens = [3i64, 5];
+    let mask = Tensor::arange(6, (Kind::Int64, Device::Cpu))
+        .unsqueeze(0)
+        .lt_tensor(&Tensor::from_slice(&lens).unsqueeze(1));
+    let masked = relative_l2(&pred, &target, Reduction::None, Some(&mask)).unwrap();
+    for (b, &n) in lens.iter().enumerate() {
+        let alone = relative_l2(
+            &pred.narrow(0, b as i64, 1).narrow(1, 0, n),
+            &target.narrow(0, b as i64, 1).narrow(1, 0, n),
+            Reduction::Sum,
+            None,
+        )
+        .unwrap();
+        let (m, a) = (masked.double_value(&[b as i64]), alone.double_value(&[]));
+        assert!((m - a).abs() <= 1e-15 * a, "{m} vs {a}");
+    }
+    let bad = Tensor::ones([2, 5], (Kind::Bool, Device::Cpu));
+    assert!(relative_l2(&pred, &target, Reduction::Sum, Some(&bad)).is_err());
+}
+
+#[test]
 fn batch_norm_updates_running_statistics_like_pytorch() {
     seeded(2);
     let vs = VarStore::new(Device::Cpu);
