@@ -70,9 +70,9 @@ use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use crate::array::{ArrayData, NamedArray};
-pub use crate::darcy::sample_rng;
-use crate::readers::mat_v5;
+use ono_data::array::{ArrayData, NamedArray};
+pub use crate::darcy_flow::sample_rng;
+use ono_data::readers::mat_v5;
 use crate::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------
@@ -516,7 +516,7 @@ impl NsConfig {
             NamedArray::new("u", dims(&su), ArrayData::F32(to_f32(u)?))?,
             NamedArray::new("t", vec![1, times.len()], ArrayData::F32(times))?,
         ];
-        mat_v5::write(path, &arrays, false)
+        Ok(mat_v5::write(path, &arrays, false)?)
     }
 }
 
