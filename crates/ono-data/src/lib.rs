@@ -1,8 +1,8 @@
 //! Benchmark data: readers (and the MAT v5 writer) of the original dataset files ([`readers`],
-//! [`array`]), the benchmark loaders with their miniature copies ([`benchmarks`], [`gnot`]), data
-//! sets, normalizers and batching of grids and point clouds ([`dataset`], [`normalizer`],
-//! [`point_cloud`]). Depends on no model crate; the PDE solvers that generate benchmark data live
-//! in ono-pde, which builds on this crate.
+//! [`array`](mod@array)), the benchmark loaders with their miniature copies ([`benchmarks`],
+//! [`gnot`]), data sets, normalizers and batching of grids and point clouds ([`dataset`],
+//! [`normalizer`], [`point_cloud`]). Depends on no model crate; the PDE solvers that generate
+//! benchmark data live in ono-pde, which builds on this crate.
 
 pub mod array;
 pub mod benchmarks;

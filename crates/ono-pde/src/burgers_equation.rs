@@ -56,15 +56,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ndarray::Array2;
+use ono_data::array::{ArrayData, NamedArray};
+use ono_data::readers::mat_v5;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use realfft::num_complex::Complex;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use serde::{Deserialize, Serialize};
 
-use ono_data::array::{ArrayData, NamedArray};
 pub use crate::darcy_flow::sample_rng;
-use ono_data::readers::mat_v5;
 use crate::{Error, Result};
 
 type C64 = Complex<f64>;
@@ -427,7 +427,11 @@ pub fn write_mat(path: &Path, a: &Array2<f64>, u: &Array2<f64>) -> Result<()> {
             ArrayData::F64(x.iter().copied().collect()),
         )
     };
-    Ok(mat_v5::write(path, &[named("a", a)?, named("u", u)?], true)?)
+    Ok(mat_v5::write(
+        path,
+        &[named("a", a)?, named("u", u)?],
+        true,
+    )?)
 }
 
 fn check_resolution(n: usize) -> Result<()> {

@@ -37,12 +37,12 @@
 //! core (release build), of which the GRF is about 0.01 s.
 
 use ndarray::{Array2, Array3};
+use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
 use crate::grf::{check_levels, DarcyGrf, GrfSampler, DEFAULT_HI, DEFAULT_LO};
 use crate::{Error, Result};
 

@@ -65,14 +65,14 @@
 use std::f64::consts::{PI, SQRT_2};
 use std::path::Path;
 
+use ono_data::array::{ArrayData, NamedArray};
+use ono_data::readers::mat_v5;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use ono_data::array::{ArrayData, NamedArray};
 pub use crate::darcy_flow::sample_rng;
-use ono_data::readers::mat_v5;
 use crate::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------

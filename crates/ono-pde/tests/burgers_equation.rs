@@ -5,8 +5,8 @@
 use std::f64::consts::PI;
 use std::path::PathBuf;
 
-use ono_pde::burgers_equation::{sample_rng, write_mat, BurgersConfig, BurgersGrf};
 use ono_data::readers::mat_v5;
+use ono_pde::burgers_equation::{sample_rng, write_mat, BurgersConfig, BurgersGrf};
 use ono_pde::Error;
 
 /// A positive periodic `φ0 = c0 + Σ (a_k cos 2πkx + b_k sin 2πkx)`; `u = −2ν ∂x log φ` solves

@@ -6,8 +6,8 @@
 
 use std::f64::consts::{PI, SQRT_2};
 
-use ono_pde::navier_stokes::{fourier_resample, Amplitude, Forcing, NsConfig, NsGrf, NsSolver};
 use ono_data::readers::mat_v5;
+use ono_pde::navier_stokes::{fourier_resample, Amplitude, Forcing, NsConfig, NsGrf, NsSolver};
 use ono_pde::Error;
 use tch::{Device, Kind, Tensor};
 
