@@ -144,7 +144,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             seed,
             out,
         } => {
-            let cfg = ono_data::darcy::DarcyConfig {
+            let cfg = ono_pde::darcy_flow::DarcyConfig {
                 resolution: res,
                 ..Default::default()
             };
@@ -268,7 +268,7 @@ fn data_gen(
     let bar = progress_bar(n as u64, kind);
     let (config, solver): (serde_json::Value, &str) = match kind {
         "darcy" => {
-            let cfg = ono_data::darcy::DarcyConfig {
+            let cfg = ono_pde::darcy_flow::DarcyConfig {
                 resolution: res.unwrap_or(421),
                 ..Default::default()
             };
@@ -286,15 +286,15 @@ fn data_gen(
                     .assign(&s);
                 bar.inc(m as u64);
             }
-            ono_data::darcy::write_mat(out, &coeff, &sol)?;
+            ono_pde::darcy_flow::write_mat(out, &coeff, &sol)?;
             (serde_json::to_value(cfg)?, "GRF (α 2, τ 3, orthonormal inverse DCT) thresholded 12/3; not-a-knot spline to nodes; 5-point FD, multigrid-preconditioned CG; spline back to cell centres")
         }
         "ns2d" => {
             let mut cfg = match profile {
-                "full" => ono_data::navier_stokes::NsConfig::fno(device(dev)?),
-                "reduced" => ono_data::navier_stokes::NsConfig {
+                "full" => ono_pde::navier_stokes::NsConfig::fno(device(dev)?),
+                "reduced" => ono_pde::navier_stokes::NsConfig {
                     device: device(dev)?,
-                    ..ono_data::navier_stokes::NsConfig::reduced()
+                    ..ono_pde::navier_stokes::NsConfig::reduced()
                 },
                 p => anyhow::bail!("--profile: `{p}` is not full or reduced"),
             };
@@ -313,13 +313,13 @@ fn data_gen(
             (serde_json::to_value(cfg)?, "pseudo-spectral vorticity form, Crank–Nicolson diffusion, forward-Euler advection and forcing, 2/3 dealiasing (FNO ns_2d.py)")
         }
         "burgers" => {
-            let cfg = ono_data::burgers::BurgersConfig {
+            let cfg = ono_pde::burgers_equation::BurgersConfig {
                 resolution: res.unwrap_or(8192),
                 ..Default::default()
             };
             let (a, u) = cfg.generate(n, seed)?;
             bar.inc(n as u64);
-            ono_data::burgers::write_mat(out, &a, &u)?;
+            ono_pde::burgers_equation::write_mat(out, &a, &u)?;
             (
                 serde_json::to_value(cfg)?,
                 "Fourier spectral, ETDRK4 (Kassam–Trefethen contour integrals), as chebfun spin",

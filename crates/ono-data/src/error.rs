@@ -15,7 +15,7 @@ pub enum Error {
         /// What it got.
         got: Vec<i64>,
     },
-    /// A bad parameter (a generator's resolution, a split larger than the data, ...).
+    /// A bad parameter (a split larger than the data, an unknown benchmark name, ...).
     #[error("{what}: {msg}")]
     Config {
         /// The parameter.
@@ -26,14 +26,6 @@ pub enum Error {
     /// Data that cannot be used as it is: NaN/Inf, an all-zero target, inconsistent sizes.
     #[error("data: {0}")]
     Invalid(String),
-    /// A solver that did not converge.
-    #[error("{solver} did not converge: {msg}")]
-    Solver {
-        /// The solver.
-        solver: &'static str,
-        /// Iterations and residual reached.
-        msg: String,
-    },
     /// A file-system error, with the path it happened on.
     #[error("{path}: {source}")]
     Io {

@@ -1,17 +1,15 @@
-//! Benchmark data: readers for the original dataset files, normalizers, batching of grids and
-//! point clouds, and PDE data generators. Depends on no model crate.
+//! Benchmark data: readers (and the MAT v5 writer) of the original dataset files ([`readers`],
+//! [`array`](mod@array)), the benchmark loaders with their miniature copies ([`benchmarks`],
+//! [`gnot`]), data sets, normalizers and batching of grids and point clouds ([`dataset`],
+//! [`normalizer`], [`point_cloud`]). Depends on no model crate; the PDE solvers that generate
+//! benchmark data live in ono-pde, which builds on this crate.
 
 pub mod array;
 pub mod benchmarks;
-pub mod burgers;
-pub mod darcy;
 pub mod dataset;
 mod error;
 pub mod gnot;
-pub mod grf;
-pub mod navier_stokes;
 pub mod normalizer;
-pub mod parallel;
 pub mod point_cloud;
 pub mod readers;
 

@@ -46,8 +46,9 @@
 //!
 //! The mean mode has `L_0 = 0` and a zero nonlinear term, so the mean of `u` is conserved exactly.
 //! With ν = 0.1 the solution is very smooth and the scheme is far more accurate than the data need:
-//! against the Cole–Hopf solution the relative L2 error at t = 1 is ~5e-13 (tests/burgers.rs), and
-//! on R10 samples dt = 1e-3 differs from dt = 1e-4 by ~1e-9 relative (examples/burgers_timing.rs).
+//! against the Cole–Hopf solution the relative L2 error at t = 1 is ~5e-13
+//! (tests/burgers_equation.rs), and on R10 samples dt = 1e-3 differs from dt = 1e-4 by ~1e-9
+//! relative (examples/burgers_timing.rs).
 //! Note the scale of the output: mode `k` decays like `e^{−ν(2πk)²t}`, so `u(·, 1)` is roughly 1/60 of
 //! `u0` in amplitude (standard deviations ≈ 0.01 against ≈ 0.6).
 
@@ -55,15 +56,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 use ndarray::Array2;
+use ono_data::array::{ArrayData, NamedArray};
+use ono_data::readers::mat_v5;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use realfft::num_complex::Complex;
 use realfft::{ComplexToReal, RealFftPlanner, RealToComplex};
 use serde::{Deserialize, Serialize};
 
-use crate::array::{ArrayData, NamedArray};
-pub use crate::darcy::sample_rng;
-use crate::readers::mat_v5;
+pub use crate::darcy_flow::sample_rng;
 use crate::{Error, Result};
 
 type C64 = Complex<f64>;
@@ -413,7 +414,7 @@ impl BurgersConfig {
 pub fn write_mat(path: &Path, a: &Array2<f64>, u: &Array2<f64>) -> Result<()> {
     if a.dim() != u.dim() {
         return Err(Error::Shape {
-            op: "burgers::write_mat",
+            op: "burgers_equation::write_mat",
             expected: format!("u of the shape of a, {:?}", a.shape()),
             got: u.shape().iter().map(|&d| d as i64).collect(),
         });
@@ -426,7 +427,11 @@ pub fn write_mat(path: &Path, a: &Array2<f64>, u: &Array2<f64>) -> Result<()> {
             ArrayData::F64(x.iter().copied().collect()),
         )
     };
-    mat_v5::write(path, &[named("a", a)?, named("u", u)?], true)
+    Ok(mat_v5::write(
+        path,
+        &[named("a", a)?, named("u", u)?],
+        true,
+    )?)
 }
 
 fn check_resolution(n: usize) -> Result<()> {

@@ -12,8 +12,8 @@
 use std::f64::consts::PI;
 
 use ndarray::Array2;
-use ono_data::burgers::{sample_rng, BurgersGrf};
-use ono_data::grf::DarcyGrf;
+use ono_pde::burgers_equation::{sample_rng, BurgersGrf};
+use ono_pde::grf::DarcyGrf;
 
 const SAMPLES: usize = 1000;
 const Z_MAX: f64 = 5.0;

@@ -65,14 +65,14 @@
 use std::f64::consts::{PI, SQRT_2};
 use std::path::Path;
 
+use ono_data::array::{ArrayData, NamedArray};
+use ono_data::readers::mat_v5;
 use rand::Rng;
 use rand_distr::StandardNormal;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use crate::array::{ArrayData, NamedArray};
-pub use crate::darcy::sample_rng;
-use crate::readers::mat_v5;
+pub use crate::darcy_flow::sample_rng;
 use crate::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------
@@ -516,7 +516,7 @@ impl NsConfig {
             NamedArray::new("u", dims(&su), ArrayData::F32(to_f32(u)?))?,
             NamedArray::new("t", vec![1, times.len()], ArrayData::F32(times))?,
         ];
-        mat_v5::write(path, &arrays, false)
+        Ok(mat_v5::write(path, &arrays, false)?)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Validation of the Navier–Stokes 2-D generator (`ono_data::navier_stokes`): exact solutions,
+//! Validation of the Navier–Stokes 2-D generator (`ono_pde::navier_stokes`): exact solutions,
 //! orders of convergence in Δt, reality and zero mean of the vorticity, the initial-condition
 //! spectrum under both amplitude conventions, determinism, the data-set file layout and typed
 //! refusals. Small grids (16²–32²) and short times keep every test to a few seconds in a debug
@@ -6,9 +6,9 @@
 
 use std::f64::consts::{PI, SQRT_2};
 
-use ono_data::navier_stokes::{fourier_resample, Amplitude, Forcing, NsConfig, NsGrf, NsSolver};
 use ono_data::readers::mat_v5;
-use ono_data::Error;
+use ono_pde::navier_stokes::{fourier_resample, Amplitude, Forcing, NsConfig, NsGrf, NsSolver};
+use ono_pde::Error;
 use tch::{Device, Kind, Tensor};
 
 /// A float64 CPU config on an `s × s` grid, forcing off, one snapshot at `t_final`.

@@ -3,12 +3,12 @@
 use std::f64::consts::PI;
 
 use ndarray::{Array2, Axis};
-use ono_data::darcy::{
+use ono_pde::darcy_flow::{
     apply_operator, cell_centres, cells_to_nodes, node_points, nodes_to_cells,
     not_a_knot_interpolate, sample_rng, solve_nodes, DarcyConfig, Preconditioner,
 };
-use ono_data::grf::{dct_matrix, idct2, DarcyGrf};
-use ono_data::Error;
+use ono_pde::grf::{dct_matrix, idct2, DarcyGrf};
+use ono_pde::Error;
 use rand::Rng;
 
 fn small(k: usize) -> DarcyConfig {

@@ -1,9 +1,9 @@
 //! Seconds per Darcy sample (GRF + spline + MG-PCG solve + spline) on one thread, and the
-//! statistics of the solution. `cargo run --release -p ono-data --example darcy_timing [K ...]`.
+//! statistics of the solution. `cargo run --release -p ono-pde --example darcy_timing [K ...]`.
 
 use std::time::Instant;
 
-use ono_data::darcy::{sample_rng, DarcyConfig};
+use ono_pde::darcy_flow::{sample_rng, DarcyConfig};
 
 fn main() {
     let args: Vec<usize> = std::env::args()

@@ -1,11 +1,11 @@
 //! Samples per second of the Burgers generator at the R10 settings (8192 points, ν = 0.1, t = 1,
 //! dt = 1e-4), on one thread and on all threads, and how much the time step and the solver grid
-//! matter. `cargo run --release -p ono-data --example burgers_timing [N]` (N samples per timing,
+//! matter. `cargo run --release -p ono-pde --example burgers_timing [N]` (N samples per timing,
 //! default 8).
 
 use std::time::Instant;
 
-use ono_data::burgers::{sample_rng, BurgersConfig};
+use ono_pde::burgers_equation::{sample_rng, BurgersConfig};
 
 fn rel_l2(a: &[f64], b: &[f64]) -> f64 {
     let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y).powi(2)).sum();

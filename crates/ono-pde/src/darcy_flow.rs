@@ -37,12 +37,12 @@
 //! core (release build), of which the GRF is about 0.01 s.
 
 use ndarray::{Array2, Array3};
+use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
-use crate::dataset::{grid_positions_2d, Split, TensorDataset};
 use crate::grf::{check_levels, DarcyGrf, GrfSampler, DEFAULT_HI, DEFAULT_LO};
 use crate::{Error, Result};
 
@@ -1153,7 +1153,7 @@ impl DarcyConfig {
 /// Writes `coeff` and `sol` (n, K, K) as the published files hold them: a MAT v5 file with the
 /// variables `coeff` and `sol`, compressed as MATLAB's `save`, atomically.
 pub fn write_mat(path: &std::path::Path, coeff: &Array3<f64>, sol: &Array3<f64>) -> Result<()> {
-    use crate::array::{ArrayData, NamedArray};
+    use ono_data::array::{ArrayData, NamedArray};
     let arr = |name: &str, a: &Array3<f64>| {
         NamedArray::new(
             name,
@@ -1161,5 +1161,9 @@ pub fn write_mat(path: &std::path::Path, coeff: &Array3<f64>, sol: &Array3<f64>)
             ArrayData::F64(a.iter().copied().collect()),
         )
     };
-    crate::readers::mat_v5::write(path, &[arr("coeff", coeff)?, arr("sol", sol)?], true)
+    Ok(ono_data::readers::mat_v5::write(
+        path,
+        &[arr("coeff", coeff)?, arr("sol", sol)?],
+        true,
+    )?)
 }

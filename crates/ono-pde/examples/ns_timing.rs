@@ -1,9 +1,9 @@
 //! Cost and accuracy of the Navier–Stokes generator on the CPU.
 //!
 //! ```text
-//! cargo run --release -p ono-data --example ns_timing -- timing [FULL_STEPS] [REDUCED_STEPS]
-//! cargo run --release -p ono-data --example ns_timing -- deviation [T] [SAMPLES] [--f64] [PROFILE ...]
-//! cargo run --release -p ono-data --example ns_timing -- dump FILE.npz
+//! cargo run --release -p ono-pde --example ns_timing -- timing [FULL_STEPS] [REDUCED_STEPS]
+//! cargo run --release -p ono-pde --example ns_timing -- deviation [T] [SAMPLES] [--f64] [PROFILE ...]
+//! cargo run --release -p ono-pde --example ns_timing -- dump FILE.npz
 //! ```
 //!
 //! * `timing` (the default): seconds per sample per simulated time unit of the full profile (256²,
@@ -28,7 +28,7 @@
 
 use std::time::Instant;
 
-use ono_data::navier_stokes::{fourier_resample, NsConfig, NsSolver};
+use ono_pde::navier_stokes::{fourier_resample, NsConfig, NsSolver};
 use tch::{Device, Kind, Tensor};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;

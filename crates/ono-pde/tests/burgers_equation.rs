@@ -1,13 +1,13 @@
-//! The Burgers generator (`ono_data::burgers`): the solver against the exact Cole–Hopf solution,
+//! The Burgers generator (`ono_pde::burgers_equation`): the solver against the exact Cole–Hopf solution,
 //! its order in time, conservation of the mean, determinism by seed, the MAT layout and the
 //! refusal of bad configurations.
 
 use std::f64::consts::PI;
 use std::path::PathBuf;
 
-use ono_data::burgers::{sample_rng, write_mat, BurgersConfig, BurgersGrf};
 use ono_data::readers::mat_v5;
-use ono_data::Error;
+use ono_pde::burgers_equation::{sample_rng, write_mat, BurgersConfig, BurgersGrf};
+use ono_pde::Error;
 
 /// A positive periodic `φ0 = c0 + Σ (a_k cos 2πkx + b_k sin 2πkx)`; `u = −2ν ∂x log φ` solves
 /// Burgers where `φ` solves the heat equation `φ_t = ν φ_xx`, i.e. each mode decays like
