@@ -3,26 +3,17 @@
 //! existed still evals and predicts with the same output; `ono check-reference` passes every ONO
 //! fixture case and names what a perturbed weight breaks.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ono_data::dataset::TensorDataset;
 use ono_train::checkpoint::Checkpoint;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
-fn ono() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ono"));
-    c.env("OMP_NUM_THREADS", "1");
-    c
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-arch-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{mean_field_error, mean_rel_l2, model_and_optimizer, ono, temp_dir};
 
 fn fixtures() -> PathBuf {
     ono_testing::fixtures_dir()
@@ -40,37 +31,6 @@ fn ok(out: &Output) -> String {
 
 fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Mean relative L2 of predicting the training mean field for every test sample.
-fn mean_field_error(ds: &TensorDataset) -> f64 {
-    let mean = ds.train.y.mean_dim(&[0i64][..], true, Kind::Double);
-    let pred = mean.expand_as(&ds.test.y);
-    rel_l2(&pred, &ds.test.y)
-}
-
-fn rel_l2(pred: &Tensor, y: &Tensor) -> f64 {
-    let b = y.size()[0];
-    let (pred, y) = (pred.to_kind(Kind::Double), y.to_kind(Kind::Double));
-    let num = (&pred - &y)
-        .reshape([b, -1])
-        .norm_scalaropt_dim(2, &[1i64][..], false);
-    let den = y.reshape([b, -1]).norm_scalaropt_dim(2, &[1i64][..], false);
-    (num / den).mean(Kind::Double).double_value(&[])
-}
-
-fn model_and_optimizer(path: &Path) -> Vec<(String, Vec<f64>)> {
-    let c = Checkpoint::load(path).unwrap();
-    c.tensors
-        .iter()
-        .filter(|(k, _)| k.starts_with("model.") || k.starts_with("optim."))
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                Vec::<f64>::try_from(v.to_kind(Kind::Double).reshape([-1])).unwrap(),
-            )
-        })
-        .collect()
 }
 
 fn mlp_config(dir: &Path, data: &Path, out: &str) -> PathBuf {
@@ -207,7 +167,7 @@ fn the_pointwise_mlp_learns_darcy_resumes_after_kill_nine_evals_and_predicts() {
         .unwrap());
     let pred = &Tensor::read_safetensors(&output).unwrap()[0].1;
     assert_eq!(pred.size(), ds.test.y.size());
-    let rel = rel_l2(pred, &ds.test.y);
+    let rel = mean_rel_l2(pred, &ds.test.y);
     assert!((rel - final_err).abs() < 1e-4, "{rel} vs {final_err}");
 }
 
@@ -264,21 +224,6 @@ fn a_checkpoint_from_before_the_registry_evals_and_predicts_the_same() {
     );
 }
 
-const ONO_CASES: [&str; 12] = [
-    "linear_small",
-    "linear_small_wellcond",
-    "nystrom_small",
-    "nystrom_small_wellcond",
-    "galerkin_small",
-    "galerkin_small_wellcond",
-    "bn_ablation",
-    "bn_ablation_wellcond",
-    "time_input",
-    "time_input_wellcond",
-    "ema_distinct_inputs",
-    "ema_distinct_inputs_wellcond",
-];
-
 fn check_reference(weights: &Path, json: &Path) -> Output {
     ono()
         .arg("check-reference")
@@ -291,7 +236,17 @@ fn check_reference(weights: &Path, json: &Path) -> Output {
 #[test]
 fn check_reference_passes_every_ono_case_in_f32_and_f64() {
     let dir = fixtures().join("ono");
-    for case in ONO_CASES {
+    // Every case of the folder (the library test `reference_fixtures.rs` lists them by name).
+    let mut cases: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            name.strip_suffix(".safetensors").map(str::to_string)
+        })
+        .collect();
+    cases.sort();
+    assert_eq!(cases.len(), 12, "{cases:?}");
+    for case in &cases {
         let out = check_reference(
             &dir.join(format!("{case}.safetensors")),
             &dir.join(format!("{case}.json")),

@@ -1,26 +1,17 @@
 //! The `ono` binary end to end: training, kill -9 and resume, errors that leave no corrupt
 //! checkpoint, eval and predict.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
 use ono_train::checkpoint::Checkpoint;
 use tch::{Device, Kind, Tensor};
 
-fn ono() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_ono"));
-    c.env("OMP_NUM_THREADS", "1");
-    c
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-train-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{mean_field_error, model_and_optimizer, ono, read_json, temp_dir};
 
 /// A smooth-field operator on an s×s grid: y = a blurred, shifted copy of fx plus a product
 /// term; enough structure to learn, nothing to solve.
@@ -86,24 +77,6 @@ panels = 2
     let p = dir.join(format!("{out}.toml"));
     std::fs::write(&p, text).unwrap();
     p
-}
-
-fn read_json(path: &Path) -> Option<serde_json::Value> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
-}
-
-fn model_and_optimizer(path: &Path) -> Vec<(String, Vec<f64>)> {
-    let c = Checkpoint::load(path).unwrap();
-    c.tensors
-        .iter()
-        .filter(|(k, _)| k.starts_with("model.") || k.starts_with("optim."))
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                Vec::<f64>::try_from(v.to_kind(Kind::Double).reshape([-1])).unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]
@@ -295,23 +268,6 @@ fn bad_configs_missing_data_and_nan_give_clear_errors() {
     assert!(run(&cfg, &[]).0);
     let (ok, err) = run(&cfg, &[]);
     assert!(!ok && err.contains("--resume"), "{err}");
-}
-
-/// Mean relative L2 of predicting the training mean field for every test sample: a bar an
-/// untrained model does not clear.
-fn mean_field_error(ds: &TensorDataset) -> f64 {
-    let mean = ds.train.y.mean_dim(&[0i64][..], true, Kind::Double);
-    let pred = mean.expand_as(&ds.test.y);
-    let b = ds.test.y.size()[0];
-    let num = (&pred - &ds.test.y)
-        .reshape([b, -1])
-        .norm_scalaropt_dim(2, &[1i64][..], false);
-    let den = ds
-        .test
-        .y
-        .reshape([b, -1])
-        .norm_scalaropt_dim(2, &[1i64][..], false);
-    (num / den).mean(Kind::Double).double_value(&[])
 }
 
 #[test]

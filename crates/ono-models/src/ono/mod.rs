@@ -179,13 +179,7 @@ impl NeuralOperator for Ono {
         self.cfg.into()
     }
 
-    /// ONO evaluates at its input points (the cross-attention variant [`OnoCross`] queries other
-    /// points) on unpadded batches with one input function.
     fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
-        input.refuse(
-            OnoConfig::ARCH,
-            &[InputPart::Mask, InputPart::Functions, InputPart::Query],
-        )?;
         let fx = input_function(input, self.cfg.fun_dim)?;
         Ono::forward(self, input.pos, &fx, input.time, train)
     }
@@ -199,10 +193,6 @@ impl NeuralOperator for Ono {
         if !recompute {
             return plain_forward_backward(self, input, loss);
         }
-        input.refuse(
-            OnoConfig::ARCH,
-            &[InputPart::Mask, InputPart::Functions, InputPart::Query],
-        )?;
         let fx = input_function(input, self.cfg.fun_dim)?;
         self.forward_backward_recompute(input.pos, &fx, input.time, |out| {
             loss(out).map_err(Error::Loss)
@@ -236,8 +226,14 @@ impl NeuralOperator for Ono {
     }
 }
 
-/// `input.fx`, or an empty (B, N, 0) function for a model without input channels.
+/// `input.fx`, or an empty (B, N, 0) function for a model without input channels; refuses the
+/// input parts ONO cannot take (it evaluates at its input points, the cross-attention variant
+/// [`OnoCross`] at others, on unpadded batches with one input function).
 fn input_function(input: &ModelInput<'_>, fun_dim: i64) -> Result<Tensor> {
+    input.refuse(
+        OnoConfig::ARCH,
+        &[InputPart::Mask, InputPart::Functions, InputPart::Query],
+    )?;
     match input.fx {
         Some(fx) => Ok(fx.shallow_clone()),
         None if fun_dim == 0 => {

@@ -1,0 +1,65 @@
+//! What the `ono` binary's tests share: the binary, scratch folders, checkpoint contents, the
+//! mean-field baseline.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ono_data::dataset::TensorDataset;
+use ono_train::checkpoint::Checkpoint;
+use tch::{Kind, Tensor};
+
+/// The `ono` binary with one OpenMP thread.
+pub fn ono() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ono"));
+    c.env("OMP_NUM_THREADS", "1");
+    c
+}
+
+/// A fresh scratch folder for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ono-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A JSON file, or `None` while it is missing or half-written.
+pub fn read_json(path: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// The model and optimizer tensors of a checkpoint, by name, as f64 values.
+pub fn model_and_optimizer(path: &Path) -> Vec<(String, Vec<f64>)> {
+    let c = Checkpoint::load(path).unwrap();
+    c.tensors
+        .iter()
+        .filter(|(k, _)| k.starts_with("model.") || k.starts_with("optim."))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                Vec::<f64>::try_from(v.to_kind(Kind::Double).reshape([-1])).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Mean over samples of the relative L2 error of `pred` against `y`, in f64 (an oracle
+/// independent of the library's own).
+pub fn mean_rel_l2(pred: &Tensor, y: &Tensor) -> f64 {
+    let b = y.size()[0];
+    let (pred, y) = (pred.to_kind(Kind::Double), y.to_kind(Kind::Double));
+    let num = (&pred - &y)
+        .reshape([b, -1])
+        .norm_scalaropt_dim(2, &[1i64][..], false);
+    let den = y.reshape([b, -1]).norm_scalaropt_dim(2, &[1i64][..], false);
+    (num / den).mean(Kind::Double).double_value(&[])
+}
+
+/// Mean relative L2 of predicting the training mean field for every test sample: a bar an
+/// untrained model does not clear.
+pub fn mean_field_error(ds: &TensorDataset) -> f64 {
+    let mean = ds.train.y.mean_dim(&[0i64][..], true, Kind::Double);
+    mean_rel_l2(&mean.expand_as(&ds.test.y), &ds.test.y)
+}
