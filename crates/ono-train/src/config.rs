@@ -356,7 +356,7 @@ impl TrainConfig {
             (Some(_), None) => {}
             (None, Some(b)) => {
                 b.parse::<Benchmark>()
-                    .map_err(|e| Error::config("data.benchmark", e.to_string()))?;
+                    .map_err(|e: ono_data::Error| Error::invalid("data.benchmark", e))?;
             }
             _ => {
                 return Err(Error::config(
@@ -418,10 +418,10 @@ impl TrainConfig {
                 } else {
                     "model.arch"
                 };
-                Error::config(key, e.to_string())
+                Error::invalid(key, e)
             }),
             None => ModelConfig::from_fields(arch, serde_json::json!({}))
-                .map_err(|e| Error::config("model.arch", e.to_string())),
+                .map_err(|e| Error::invalid("model.arch", e)),
         }
     }
 
@@ -431,7 +431,7 @@ impl TrainConfig {
         let arch = base.arch();
         let fields = base
             .fields()
-            .map_err(|e| Error::config("model.preset", e.to_string()))?;
+            .map_err(|e| Error::invalid("model.preset", e))?;
         let mut obj = fields.as_object().cloned().unwrap_or_default();
         for (k, v) in &self.model.overrides {
             if !obj.contains_key(k) {
@@ -448,10 +448,10 @@ impl TrainConfig {
             obj.insert(k.clone(), jv);
         }
         let mut cfg = ModelConfig::from_fields(arch, serde_json::Value::Object(obj))
-            .map_err(|e| Error::config("model.overrides", e.to_string()))?;
+            .map_err(|e| Error::invalid("model.overrides", e))?;
         cfg.set_data_dims(dims);
         cfg.validate()
-            .map_err(|e| Error::config("model.overrides", e.to_string()))?;
+            .map_err(|e| Error::invalid("model.overrides", e))?;
         Ok(cfg)
     }
 

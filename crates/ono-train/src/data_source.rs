@@ -42,14 +42,14 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                 Some(n) => data
                     .train
                     .take(n)
-                    .map_err(|e| Error::config("data.ntrain", e.to_string()))?,
+                    .map_err(|e| Error::invalid("data.ntrain", e))?,
                 None => data.train,
             };
             let test = match d.ntest {
                 Some(n) => data
                     .test
                     .take(n)
-                    .map_err(|e| Error::config("data.ntest", e.to_string()))?,
+                    .map_err(|e| Error::invalid("data.ntest", e))?,
                 None => data.test,
             };
             (
@@ -64,7 +64,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
         (None, Some(name)) => {
             let b: Benchmark = name
                 .parse()
-                .map_err(|e: ono_data::Error| Error::config("data.benchmark", e.to_string()))?;
+                .map_err(|e: ono_data::Error| Error::invalid("data.benchmark", e))?;
             let opts = LoadOptions {
                 ntrain: d.ntrain.map(|n| n as usize),
                 ntest: d.ntest.map(|n| n as usize),

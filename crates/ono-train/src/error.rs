@@ -23,6 +23,15 @@ pub enum Error {
         /// Why it is refused.
         msg: String,
     },
+    /// A configuration value that a lower crate refused (an unknown preset, a split larger than
+    /// the data, …); `key` names it as written in the TOML file, `source` is that crate's error.
+    #[error("config: `{key}`: {source}")]
+    Invalid {
+        /// The dotted key.
+        key: String,
+        /// The refusal, typed (`Error::Models`, `Error::DataCrate`, …).
+        source: Box<Error>,
+    },
     /// Bad data: an all-zero target, a NaN in the inputs, inconsistent sizes.
     #[error("data: {0}")]
     Data(String),
@@ -73,9 +82,10 @@ pub enum Error {
     /// An error from ono-nn (weights, layers).
     #[error(transparent)]
     Nn(#[from] ono_nn::Error),
-    /// An error from ono-models.
+    /// An error from ono-models (a loss error raised inside a model's training step comes back
+    /// as itself, not as this).
     #[error(transparent)]
-    Models(#[from] ono_models::Error),
+    Models(ono_models::Error),
     /// An error from ono-data.
     #[error(transparent)]
     DataCrate(#[from] ono_data::Error),
@@ -93,6 +103,14 @@ impl Error {
         }
     }
 
+    /// An [`Error::Invalid`]: `source` refused the value of `key`.
+    pub fn invalid(key: impl Into<String>, source: impl Into<Error>) -> Self {
+        Error::Invalid {
+            key: key.into(),
+            source: Box::new(source.into()),
+        }
+    }
+
     /// An [`Error::Config`] for `key`.
     pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Self {
         Error::Config {
@@ -102,5 +120,43 @@ impl Error {
     }
 }
 
+impl From<ono_models::Error> for Error {
+    /// The loss closure of a training step returns this crate's errors through the model as
+    /// `ono_models::Error::Loss`; they are unwrapped back to themselves here.
+    fn from(e: ono_models::Error) -> Self {
+        match e {
+            ono_models::Error::Loss(source) => match source.downcast::<Error>() {
+                Ok(own) => *own,
+                Err(other) => Error::Models(ono_models::Error::Loss(other)),
+            },
+            e => Error::Models(e),
+        }
+    }
+}
+
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn a_loss_error_returned_through_a_model_comes_back_as_itself() {
+        let through: ono_models::Error = ono_models::Error::Loss(Box::new(Error::Data("x".into())));
+        assert!(matches!(Error::from(through), Error::Data(m) if m == "x"));
+        // Another crate's loss error stays wrapped, with its source.
+        let io = std::io::Error::other("y");
+        let other: Error = ono_models::Error::Loss(Box::new(io)).into();
+        match other {
+            Error::Models(ono_models::Error::Loss(e)) => assert_eq!(e.to_string(), "y"),
+            e => panic!("{e:?}"),
+        }
+        // A refused configuration value keeps the refusing crate's error as its source.
+        let e = Error::invalid("model.preset", ono_models::Error::Config("no".into()));
+        assert!(
+            matches!(&e, Error::Invalid { source, .. } if matches!(**source, Error::Models(_)))
+        );
+        assert!(e.to_string().contains("model.preset"));
+    }
+}
