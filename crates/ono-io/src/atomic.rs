@@ -168,10 +168,11 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
         return Ok(());
     };
     match d.sync_all() {
-        Err(e) if matches!(
-            e.kind(),
-            io::ErrorKind::InvalidInput | io::ErrorKind::Unsupported
-        ) =>
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::InvalidInput | io::ErrorKind::Unsupported
+            ) =>
         {
             Ok(())
         }
@@ -194,10 +195,8 @@ mod tests {
 
     impl TempDir {
         fn new(tag: &str) -> Self {
-            let p = std::env::temp_dir().join(format!(
-                "ono_io_atomic_{}_{tag}",
-                std::process::id()
-            ));
+            let p =
+                std::env::temp_dir().join(format!("ono_io_atomic_{}_{tag}", std::process::id()));
             let _ = std::fs::remove_dir_all(&p);
             std::fs::create_dir_all(&p).unwrap();
             TempDir(p)
@@ -279,7 +278,8 @@ mod tests {
             }
         }
         let r: std::result::Result<(), Mine> = try_write_atomic_with(&path, |w| {
-            w.write_all(b"partial").map_err(|e| Mine::File(Error::io(&path, e)))?;
+            w.write_all(b"partial")
+                .map_err(|e| Mine::File(Error::io(&path, e)))?;
             Err(Mine::Refused)
         });
         assert!(matches!(r, Err(Mine::Refused)));
@@ -332,7 +332,10 @@ mod tests {
         assert_eq!(dir.entries(), ["sub"]);
         for p in ["/", "", "a/.."] {
             assert!(
-                matches!(write_atomic(Path::new(p), b"x"), Err(Error::NotAFile { .. })),
+                matches!(
+                    write_atomic(Path::new(p), b"x"),
+                    Err(Error::NotAFile { .. })
+                ),
                 "{p:?}"
             );
         }

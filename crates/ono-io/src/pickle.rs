@@ -513,9 +513,7 @@ impl Machine<'_, '_> {
     }
 
     fn top(&self) -> R<&Obj> {
-        self.stack
-            .last()
-            .ok_or_else(|| Fail("empty stack".into()))
+        self.stack.last().ok_or_else(|| Fail("empty stack".into()))
     }
 
     /// The values pushed since the last MARK, which is removed.
@@ -928,14 +926,13 @@ mod tests {
     fn scalars_containers_and_the_memo() {
         // pickle.dumps({'a': [1, -2, 3.5, True, None], 'b': (b'xy', 'z'), 7: 2**40}, protocol=2)
         // written by hand: the opcodes are the ones CPython emits.
-        let mut p = b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01J\xfe\xff\xff\xffG".to_vec();
+        let mut p =
+            b"\x80\x02}q\x00(X\x01\x00\x00\x00aq\x01]q\x02(K\x01J\xfe\xff\xff\xffG".to_vec();
         p.extend_from_slice(&3.5f64.to_be_bytes());
         p.extend_from_slice(b"\x88Ne");
         p.extend_from_slice(b"X\x01\x00\x00\x00bC\x02xyX\x01\x00\x00\x00z\x86K\x07\x8a\x06\x00\x00\x00\x00\x00\x01u.");
         let v = run(&p).unwrap();
-        let Value::Dict(d) = v else {
-            panic!("{v:?}")
-        };
+        let Value::Dict(d) = v else { panic!("{v:?}") };
         assert!(!d.ordered);
         assert_eq!(d.entries.len(), 3);
         match &d.entries[0] {
@@ -976,13 +973,18 @@ mod tests {
         let Value::Tuple(items) = v else {
             panic!("{v:?}")
         };
-        assert!(matches!(&items[..], [Value::List(a), Value::List(b)] if a.len() == 1 && b.len() == 1));
+        assert!(
+            matches!(&items[..], [Value::List(a), Value::List(b)] if a.len() == 1 && b.len() == 1)
+        );
     }
 
     #[test]
     fn globals_may_be_named_but_not_called() {
         let v = run(b"\x80\x02cnumpy\ndtype\nq\x00.").unwrap();
-        assert!(matches!(v, Value::Global(ref g) if g == "numpy.dtype"), "{v:?}");
+        assert!(
+            matches!(v, Value::Global(ref g) if g == "numpy.dtype"),
+            "{v:?}"
+        );
         let Fail(msg) = run(b"\x80\x02cos\nsystem\nX\x02\x00\x00\x00ls\x85R.").unwrap_err();
         assert!(msg.contains("unsupported global os.system"), "{msg}");
     }
@@ -1013,7 +1015,10 @@ mod tests {
             (b"\x80\x02Q.", "empty stack"),
             (b"\x80\x02NQ.", "persistent"),
             (b"\x80\x02X\xff\x00\x00\x00ab.", "truncated"),
-            (b"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.", "64 bits"),
+            (
+                b"\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.",
+                "64 bits",
+            ),
             (b"\x80\x02NNb.", "BUILD on None"),
         ] {
             let Fail(msg) = run(p).unwrap_err();

@@ -95,7 +95,8 @@ pub fn write<'a>(
 
     crate::atomic::try_write_atomic_with(path, |w| {
         let io = |e| Error::io(path, e);
-        w.write_all(&(header.len() as u64).to_le_bytes()).map_err(io)?;
+        w.write_all(&(header.len() as u64).to_le_bytes())
+            .map_err(io)?;
         w.write_all(&header).map_err(io)?;
         let mut buf = Vec::new();
         for (name, t, _, _, elt) in &entries {
@@ -134,7 +135,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("t.safetensors");
         let a = Tensor::from_slice(&[1.5f64, -2.0, 3.25]);
-        let b = Tensor::from_slice(&[1i32, 2, 3, 4, 5, 6]).reshape([2, 3]).tr();
+        let b = Tensor::from_slice(&[1i32, 2, 3, 4, 5, 6])
+            .reshape([2, 3])
+            .tr();
         let c = Tensor::from_slice(&[true, false]);
         let s = Tensor::from(7i64);
         let meta = HashMap::from([("k".to_string(), "v".to_string())]);

@@ -61,7 +61,8 @@ pub fn load(path: &Path) -> Result<Value> {
         ));
     }
     let pkl_name = format!("{prefix}data.pkl");
-    let pickle = read_entry(&mut archive, &pkl_name, MAX_PICKLE_BYTES).map_err(|Fail(m)| fail(m))?;
+    let pickle =
+        read_entry(&mut archive, &pkl_name, MAX_PICKLE_BYTES).map_err(|Fail(m)| fail(m))?;
     let mut storages = Storages {
         archive,
         prefix,
@@ -129,7 +130,12 @@ fn read_entry(archive: &mut Archive, name: &str, limit: u64) -> R<Vec<u8>> {
     if size > limit {
         bail!("archive entry {name}: implausible size {size}");
     }
-    if size > entry.compressed_size().saturating_mul(MAX_DEFLATE_RATIO).max(1 << 16) {
+    if size
+        > entry
+            .compressed_size()
+            .saturating_mul(MAX_DEFLATE_RATIO)
+            .max(1 << 16)
+    {
         bail!(
             "archive entry {name}: {size} bytes cannot come from {} compressed bytes",
             entry.compressed_size()
@@ -204,8 +210,8 @@ impl Storages {
             );
         }
         let bytes = read_entry(&mut self.archive, &name, declared)?;
-        let len = i64::try_from(numel)
-            .map_err(|_| Fail(format!("storage {key}: too many elements")))?;
+        let len =
+            i64::try_from(numel).map_err(|_| Fail(format!("storage {key}: too many elements")))?;
         let data = bytes.get(..nbytes).unwrap_or_default();
         let t = if kind == Kind::Bool {
             // Any nonzero byte is true; never hand libtorch a bool byte other than 0 or 1.

@@ -17,8 +17,8 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Cursor, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom, Write};
+use std::path::Path;
 
 use flate2::{Decompress, FlushDecompress, Status};
 

@@ -32,7 +32,10 @@ const CONVERT_HINT: &str = "re-save it as a tensor or a plain dict of tensors \
 pub fn read_pt(path: &Path) -> Result<Vec<NamedArray>> {
     let mut head = Vec::with_capacity(LEGACY_TORCH_MAGIC.len());
     File::open(path)
-        .and_then(|f| f.take(LEGACY_TORCH_MAGIC.len() as u64).read_to_end(&mut head))
+        .and_then(|f| {
+            f.take(LEGACY_TORCH_MAGIC.len() as u64)
+                .read_to_end(&mut head)
+        })
         .map_err(|source| io_error(path, source))?;
     if head.starts_with(LEGACY_TORCH_MAGIC) {
         return Err(format_error(
@@ -58,7 +61,9 @@ pub fn read_pt(path: &Path) -> Result<Vec<NamedArray>> {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            Ok(vec![tensor_to_array(&name, &t).map_err(|msg| format_error(path, msg))?])
+            Ok(vec![
+                tensor_to_array(&name, &t).map_err(|msg| format_error(path, msg))?
+            ])
         }
         Value::Dict(d) if d.ordered => Err(refuse(
             "a collections.OrderedDict (a module's state_dict? read it with \
@@ -132,7 +137,6 @@ pub(crate) fn tensor_to_array(name: &str, t: &Tensor) -> std::result::Result<Nam
     NamedArray::new(name, shape, data).map_err(|e| e.to_string())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,8 +174,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("hand.pt");
         let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
-        let opts = zip::write::FileOptions::default()
-            .compression_method(zip::CompressionMethod::Stored);
+        let opts =
+            zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
         for (name, bytes) in [
             ("hand/data.pkl", &pkl),
             ("hand/byteorder", &b"little".to_vec()),
