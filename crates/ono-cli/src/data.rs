@@ -340,7 +340,7 @@ fn data_gen(
         "seconds": start.elapsed().as_secs_f64(),
     });
     let meta_path = std::path::PathBuf::from(format!("{}.json", out.display()));
-    ono_nn::weights::write_atomic(&meta_path, serde_json::to_string_pretty(&meta)?.as_bytes())?;
+    ono_io::atomic::write_atomic(&meta_path, serde_json::to_string_pretty(&meta)?.as_bytes())?;
     eprintln!(
         "wrote {n} {kind} samples to {} (+ {}) in {:.1} s",
         out.display(),

@@ -208,7 +208,7 @@ impl TensorDataset {
         Ok(ds)
     }
 
-    /// Writes the dataset atomically (temporary sibling file, then rename).
+    /// Writes the dataset atomically ([`write_tensors_atomic`]).
     pub fn write(&self, path: &Path) -> Result<()> {
         self.validate()?;
         let mut named: Vec<(String, Tensor)> = Vec::new();
@@ -224,33 +224,11 @@ impl TensorDataset {
     }
 }
 
-/// Writes named tensors to a safetensors file atomically.
+/// Writes named tensors to a safetensors file atomically, through the one safetensors writer
+/// ([`ono_io::safetensors`]).
 pub fn write_tensors_atomic(path: &Path, named: &[(String, Tensor)]) -> Result<()> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| Error::Config {
-        what: "output path".into(),
-        msg: format!("{} is not a file path", path.display()),
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let refs: Vec<(&str, &Tensor)> = named.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    let result = Tensor::write_safetensors(&refs, &tmp)
-        .map_err(Error::from)
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(io));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let refs = named.iter().map(|(n, t)| (n.as_str(), t));
+    Ok(ono_io::safetensors::write(path, refs, &Default::default())?)
 }
 
 /// The sample order of one epoch: a permutation of 0..n determined by (seed, epoch) alone, so a

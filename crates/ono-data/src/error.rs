@@ -42,6 +42,9 @@ pub enum Error {
         /// What is wrong with it.
         msg: String,
     },
+    /// A file that ono-io could not write or read (the atomic writer, the torch.save reader).
+    #[error(transparent)]
+    File(#[from] ono_io::Error),
     /// An error raised inside libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),

@@ -25,6 +25,9 @@ pub enum Error {
     /// An error raised inside libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+    /// A file that ono-io could not write or read (the atomic writer, the torch.save reader).
+    #[error(transparent)]
+    File(#[from] ono_io::Error),
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {

@@ -13,7 +13,6 @@ pub mod mlp;
 pub mod norm;
 pub mod orthogonal;
 pub mod time_embedding;
-pub mod torch_pickle;
 pub mod transformer_block;
 pub mod weights;
 

@@ -1,18 +1,16 @@
 //! Named-tensor files: safetensors (read and written, with string metadata) and PyTorch's zip
 //! `torch.save` format (read), plus strict copying of named tensors into a `VarStore`.
 //!
-//! Writes are atomic: the bytes go to a temporary file in the target's directory, are synced, and
-//! the file is renamed over the target, so a kill mid-write leaves the old file or the new one,
-//! never a torn one.
+//! Writing and the torch.save reader are ono-io's ([`ono_io::safetensors`],
+//! [`ono_io::torch_save`]): writes are atomic and durable, so a kill mid-write leaves the old file
+//! or the new one, never a torn one.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::Path;
 
-use safetensors::tensor::{Dtype, SafeTensors, View};
+use safetensors::tensor::{Dtype, SafeTensors};
 use tch::nn::VarStore;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 use crate::{Error, Result};
 
@@ -24,22 +22,6 @@ fn weights_err(path: &Path, msg: impl Into<String>) -> Error {
         path: path.display().to_string(),
         msg: msg.into(),
     }
-}
-
-fn dtype_of(kind: Kind) -> Option<Dtype> {
-    Some(match kind {
-        Kind::Float => Dtype::F32,
-        Kind::Double => Dtype::F64,
-        Kind::Half => Dtype::F16,
-        Kind::BFloat16 => Dtype::BF16,
-        Kind::Int64 => Dtype::I64,
-        Kind::Int => Dtype::I32,
-        Kind::Int16 => Dtype::I16,
-        Kind::Int8 => Dtype::I8,
-        Kind::Uint8 => Dtype::U8,
-        Kind::Bool => Dtype::BOOL,
-        _ => return None,
-    })
 }
 
 fn kind_of(dtype: Dtype) -> Option<Kind> {
@@ -58,73 +40,6 @@ fn kind_of(dtype: Dtype) -> Option<Kind> {
     })
 }
 
-struct HostTensor {
-    dtype: Dtype,
-    shape: Vec<usize>,
-    bytes: Vec<u8>,
-}
-
-impl View for &HostTensor {
-    fn dtype(&self) -> Dtype {
-        self.dtype
-    }
-    fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-    fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.bytes)
-    }
-    fn data_len(&self) -> usize {
-        self.bytes.len()
-    }
-}
-
-fn to_host(path: &Path, name: &str, t: &Tensor) -> Result<HostTensor> {
-    let dtype = dtype_of(t.kind())
-        .ok_or_else(|| weights_err(path, format!("{name}: dtype {:?} not storable", t.kind())))?;
-    let t = t.f_detach()?.f_to_device(Device::Cpu)?.f_contiguous()?;
-    let numel = t.numel();
-    let mut bytes = vec![0u8; numel * t.kind().elt_size_in_bytes()];
-    t.f_copy_data_u8(&mut bytes, numel)?;
-    Ok(HostTensor {
-        dtype,
-        shape: t.size().iter().map(|&d| d as usize).collect(),
-        bytes,
-    })
-}
-
-/// Writes bytes to `path` atomically (temporary sibling, fsync, rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let file_name = path
-        .file_name()
-        .ok_or_else(|| weights_err(path, "not a file path"))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    };
-    // A failed write (disk full, target is a directory) must not leave a partial file behind.
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })
-}
-
 /// Writes named tensors (any device, stored from host copies) and string metadata to a
 /// safetensors file, atomically.
 pub fn save_safetensors<'a>(
@@ -132,14 +47,7 @@ pub fn save_safetensors<'a>(
     tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
     metadata: HashMap<String, String>,
 ) -> Result<()> {
-    let host: Vec<(String, HostTensor)> = tensors
-        .into_iter()
-        .map(|(n, t)| Ok((n.to_string(), to_host(path, n, t)?)))
-        .collect::<Result<_>>()?;
-    let meta = (!metadata.is_empty()).then_some(metadata);
-    let bytes = safetensors::tensor::serialize(host.iter().map(|(n, t)| (n.as_str(), t)), &meta)
-        .map_err(|e| weights_err(path, e.to_string()))?;
-    write_atomic(path, &bytes)
+    Ok(ono_io::safetensors::write(path, tensors, &metadata)?)
 }
 
 /// Reads every tensor of a safetensors file (on the CPU) and its metadata. Truncated or corrupt
@@ -169,7 +77,7 @@ pub fn read_safetensors(path: &Path) -> Result<(NamedTensors, HashMap<String, St
 /// Reads a `torch.save(state_dict)` zip archive (`.pt`/`.pth`/`.bin`) onto the CPU.
 pub fn read_torch_zip(path: &Path) -> Result<NamedTensors> {
     // libtorch's loader (`Tensor::loadz_multi`) refuses the OrderedDict of `model.state_dict()`.
-    crate::torch_pickle::read_torch_state_dict(path)
+    Ok(ono_io::torch_save::read_state_dict(path)?)
 }
 
 /// Reads a weight file by extension: `.safetensors`, or a PyTorch zip for anything else.

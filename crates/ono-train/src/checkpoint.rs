@@ -104,7 +104,7 @@ impl Checkpoint {
         )
         .map_err(|e| fail(e.to_string()))?;
         let pretty = serde_json::to_vec_pretty(&self.state).map_err(|e| fail(e.to_string()))?;
-        ono_nn::weights::write_atomic(&dir.join(format!("{name}.json")), &pretty)
+        ono_io::atomic::write_atomic(&dir.join(format!("{name}.json")), &pretty)
             .map_err(|e| fail(e.to_string()))?;
         Ok(path)
     }

@@ -79,6 +79,9 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// A file that ono-io could not write (the atomic writer).
+    #[error(transparent)]
+    File(#[from] ono_io::Error),
     /// An error from ono-nn (weights, layers).
     #[error(transparent)]
     Nn(#[from] ono_nn::Error),

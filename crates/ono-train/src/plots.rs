@@ -9,9 +9,11 @@
 use std::error::Error as StdError;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::sync::OnceLock;
+
+use image::codecs::png::PngEncoder;
+use image::{ColorType, ImageEncoder};
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -112,7 +114,7 @@ pub struct Panel<'a> {
 ///
 /// # Errors
 /// [`Error::Plot`] when `series` is empty, when no series has a plottable point, or when drawing
-/// fails; [`Error::Io`] when the file cannot be created or renamed into place.
+/// fails; [`Error::File`] when the file cannot be written.
 pub fn training_curves(
     path: &Path,
     title: &str,
@@ -218,8 +220,8 @@ pub fn training_curves(
 ///
 /// # Errors
 /// [`Error::Plot`] when `panels` is empty, `height` or `width` is 0, a slice is not
-/// `height * width` long, the figure would be too tall, or drawing fails; [`Error::Io`] when the
-/// file cannot be created or renamed into place.
+/// `height * width` long, the figure would be too tall, or drawing fails; [`Error::File`] when the
+/// file cannot be written.
 pub fn field_panels(path: &Path, height: usize, width: usize, panels: &[Panel<'_>]) -> Result<()> {
     let layout = FieldLayout::new(height, width, panels.len()).map_err(|m| plot_error(path, m))?;
     let cells = height
@@ -449,39 +451,22 @@ fn draw_heatmap(
 /// What the drawing closures return: plotters' errors, boxed, become [`Error::Plot`] messages.
 type DrawResult = std::result::Result<(), Box<dyn StdError>>;
 
-/// Makes each temporary name unique among threads of this process (the pid separates processes).
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
-
-/// Draws a `size` bitmap with `draw` and saves it to `path` as PNG via a temporary file in the
-/// same directory and a rename, so the target is either the complete new figure or untouched.
+/// Draws a `size` bitmap with `draw`, encodes it as PNG in memory and writes it to `path` with
+/// the one atomic writer ([`ono_io::atomic`]), so the target is either the complete new figure or
+/// untouched.
 fn write_png_atomic<F>(path: &Path, size: (u32, u32), draw: F) -> Result<()>
 where
     F: FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult,
 {
     register_font().map_err(|m| plot_error(path, m))?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| plot_error(path, "the path has no file name"))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    // The `.png` ending matters: the bitmap backend picks the encoder from the extension.
-    let temp = dir.join(format!(
-        ".{}.tmp-{}-{n}.png",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    // Creating the file first turns a missing or read-only directory into a plain Io error
-    // before any drawing, instead of an encoder error after it.
-    std::fs::File::create(&temp).map_err(|e| Error::io(&temp, e))?;
-
-    // The backend is dropped at the end of the closure; its Drop saves again if `present` was
-    // not reached, so the temporary file may exist after any failure and is removed below.
+    if path.file_name().is_none() {
+        return Err(plot_error(path, "the path has no file name"));
+    }
+    let (width, height) = size;
+    let mut rgb = vec![0u8; width as usize * height as usize * 3];
     // Plotters can panic on odd input; a figure must never take a training run down with it.
     let drawn = catch_unwind(AssertUnwindSafe(|| -> DrawResult {
-        let root = BitMapBackend::new(&temp, size).into_drawing_area();
+        let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
         root.fill(&WHITE)?;
         draw(&root)?;
         root.present()?;
@@ -493,13 +478,14 @@ where
         Err(panic) => Some(format!("drawing panicked: {}", panic_message(&*panic))),
     };
     if let Some(msg) = failure {
-        let _ = std::fs::remove_file(&temp);
         return Err(plot_error(path, msg));
     }
-    std::fs::rename(&temp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&temp);
-        Error::io(path, e)
-    })
+    ono_io::atomic::write_atomic_with(path, |out| {
+        PngEncoder::new(out)
+            .write_image(&rgb, width, height, ColorType::Rgb8)
+            .map_err(std::io::Error::other)
+    })?;
+    Ok(())
 }
 
 /// Registers the bundled DejaVu Sans as plotters' `sans-serif`, once per process.
@@ -654,6 +640,7 @@ fn trim_zeros(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     /// A fresh directory for one test; removed on drop unless `ONO_KEEP_TEST_PLOTS` is set, to
     /// let a person look at the figures.
@@ -902,8 +889,10 @@ mod tests {
         let missing = dir.0.join("no-such-dir").join("fig.png");
         let series = [Series::new("a", vec![(0.0, 1.0), (1.0, 0.5)])];
         match training_curves(&missing, "t", "x", "y", &series) {
-            Err(Error::Io { path, .. }) => assert!(path.starts_with(dir.0.join("no-such-dir"))),
-            other => panic!("expected Error::Io, got {other:?}"),
+            Err(Error::File(ono_io::Error::Io { path, .. })) => {
+                assert!(path.starts_with(dir.0.join("no-such-dir")))
+            }
+            other => panic!("expected Error::File(Io), got {other:?}"),
         }
         assert_eq!(dir.entries(), ["fig.png"]);
 

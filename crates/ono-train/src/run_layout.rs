@@ -40,7 +40,7 @@ impl RunPaths {
             text.push_str(&serde_json::to_string(r).map_err(|e| Error::Data(e.to_string()))?);
             text.push('\n');
         }
-        ono_nn::weights::write_atomic(&self.metrics, text.as_bytes())?;
+        ono_io::atomic::write_atomic(&self.metrics, text.as_bytes())?;
         Ok(())
     }
 }

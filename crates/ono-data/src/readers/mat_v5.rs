@@ -17,8 +17,8 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Cursor, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufReader, Cursor, Read, Seek, SeekFrom, Write};
+use std::path::Path;
 
 use flate2::{Decompress, FlushDecompress, Status};
 
@@ -872,7 +872,7 @@ impl<R: Read> Read for Inflater<R> {
 /// each variable zlib-compressed in a `miCOMPRESSED` element (as MATLAB `-v7`) when `compress`,
 /// otherwise plain (as `scipy.io.savemat`). Rank-0 arrays are written as 1×1 and rank-1 as 1×n
 /// (scipy's `oned_as="row"`); `U8` data become `uint8`, not `logical`. The file appears
-/// atomically: it is written to a temporary file in the same directory and renamed.
+/// atomically, through the one atomic writer ([`ono_io::atomic`]).
 pub fn write(path: &Path, arrays: &[NamedArray], compress: bool) -> Result<()> {
     for a in arrays {
         if a.name.is_empty() || !a.name.is_ascii() || a.name.len() > MAX_NAME_BYTES as usize {
@@ -882,39 +882,16 @@ pub fn write(path: &Path, arrays: &[NamedArray], compress: bool) -> Result<()> {
             )));
         }
     }
-    let file_name = path.file_name().ok_or_else(|| Error::Config {
-        what: path.display().to_string(),
-        msg: "not a file path".into(),
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(file_name);
-    tmp_name.push(format!(".tmp{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let io_err = |source| Error::Io {
-        path: tmp.clone(),
-        source,
-    };
-    let result = (|| -> Result<()> {
-        let f = File::create(&tmp).map_err(io_err)?;
-        let mut w = BufWriter::with_capacity(CHUNK_BYTES, f);
-        write_file_header(&mut w).map_err(io_err)?;
-        for a in arrays {
-            write_variable(&mut w, a, compress, &tmp)?;
-        }
-        let f = w.into_inner().map_err(|e| io_err(e.into_error()))?;
-        f.sync_all().map_err(io_err)
-    })();
-    let result = result.and_then(|()| {
-        std::fs::rename(&tmp, path).map_err(|source| Error::Io {
-            path: PathBuf::from(path),
+    ono_io::atomic::try_write_atomic_with(path, |w| -> Result<()> {
+        write_file_header(w).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
             source,
-        })
-    });
-    if result.is_err() {
-        // Best effort: the error being returned matters more than a leftover temporary file.
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+        })?;
+        for a in arrays {
+            write_variable(w, a, compress, path)?;
+        }
+        Ok(())
+    })
 }
 
 fn write_file_header(w: &mut impl Write) -> io::Result<()> {

@@ -14,12 +14,13 @@
 //! catches most corrupt shapes instead of reading a wrong-shaped array.
 //!
 //! Writing always produces C-order little-endian version 1.0 files (2.0 when the header needs it),
-//! through a temporary file renamed into place, so a reader never sees a half-written file.
+//! through the one atomic writer ([`ono_io::atomic`]), so a reader never sees a half-written file.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::{self, BufReader, Read, Write};
+use std::path::Path;
+
+use ono_io::atomic::write_atomic_with;
 
 use zip::write::FileOptions;
 use zip::CompressionMethod;
@@ -129,7 +130,7 @@ pub fn read_npz(path: &Path, names: Option<&[&str]>) -> Result<Vec<NamedArray>> 
 /// rename). The array's name is not stored (numpy has no place for it).
 pub fn write_npy(path: &Path, a: &NamedArray) -> Result<()> {
     check_consistent(a)?;
-    write_atomic(path, |w| write_npy_to(w, a))
+    Ok(write_atomic_with(path, |w| write_npy_to(w, a))?)
 }
 
 /// Writes arrays as an uncompressed `.npz` (what `np.savez` writes), entry `<name>.npy` each,
@@ -149,7 +150,7 @@ pub fn write_npz(path: &Path, arrays: &[NamedArray]) -> Result<()> {
             )));
         }
     }
-    write_atomic(path, |w| {
+    write_atomic_with(path, |w| {
         let mut zip = zip::ZipWriter::new(w);
         for a in arrays {
             let header = npy_header(a);
@@ -165,7 +166,8 @@ pub fn write_npz(path: &Path, arrays: &[NamedArray]) -> Result<()> {
         }
         zip.finish().map_err(zip_to_io)?;
         Ok(())
-    })
+    })?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -871,41 +873,6 @@ fn zip_to_io(e: zip::result::ZipError) -> io::Error {
         zip::result::ZipError::Io(e) => e,
         other => io::Error::other(other.to_string()),
     }
-}
-
-/// Runs `write` on a temporary file beside `path`, syncs it and renames it over `path`; on any
-/// error the temporary file is removed and `path` is untouched.
-pub(crate) fn write_atomic<F>(path: &Path, write: F) -> Result<()>
-where
-    F: FnOnce(&mut BufWriter<File>) -> io::Result<()>,
-{
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let file_name = path.file_name().ok_or_else(|| Error::Config {
-        what: path.display().to_string(),
-        msg: "not a file path".into(),
-    })?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(
-        ".{}.{}-{}.tmp",
-        file_name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let file = File::create(&tmp)?;
-        let mut w = BufWriter::new(file);
-        write(&mut w)?;
-        w.flush()?;
-        w.into_inner().map_err(|e| e.into_error())?.sync_all()
-    })()
-    .and_then(|()| std::fs::rename(&tmp, path));
-    result.map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        io_error(path, source)
-    })
 }
 
 pub(crate) fn io_error(path: &Path, source: io::Error) -> Error {

@@ -1,40 +1,25 @@
-//! PyTorch `torch.save` files (`.pt`, `.pth`), read through libtorch.
+//! PyTorch `torch.save` files (`.pt`, `.pth`), read by the one torch.save reader of the
+//! workspace, [`ono_io::torch_save`], and converted to [`NamedArray`]s.
 //!
-//! What libtorch (through tch) can read of a Python `torch.save` zip archive was found by trying
-//! each entry point on files written by torch 2.11:
-//!
-//! | `torch.save(...)` of         | `Tensor::load` | `Tensor::loadz_multi` |
-//! |------------------------------|----------------|-----------------------|
-//! | a tensor                     | no (wants a TorchScript archive) | no ("Expected GenericDict") |
-//! | a plain `dict` of tensors    | no             | yes                   |
-//! | an `OrderedDict` (state_dict)| no             | no                    |
-//! | nested dicts, lists, scalars | no             | no                    |
-//! | the pre-1.6 non-zip format   | no             | no                    |
-//!
-//! So a plain dict goes straight to `loadz_multi`. A single tensor is made readable by the same
-//! call: its `data.pkl` is wrapped in a one-entry dict (an `EMPTY_DICT`, the key, the original
-//! pickle body, `SETITEM`) and the archive is copied, with that pickle, to a temporary file. The
-//! rest is refused with [`Error::Format`](crate::Error::Format) saying what the pickle holds and how to convert it.
-//! (`ono-nn` has a full pickle reader for state_dicts; this crate must not depend on it.)
+//! A data file is a tensor or a plain `dict` of tensors. The reader itself reads more (a
+//! state_dict `OrderedDict`, nested dicts, lists, numbers), but those are not arrays of a data
+//! set and are refused here with [`Error::Format`](crate::Error::Format), saying what the file
+//! holds and how to convert it; so is the legacy non-zip format of PyTorch < 1.6. Failures of the
+//! archive itself (a truncated zip, a broken pickle) are [`Error::File`](crate::Error::File).
 
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::Read;
+use std::path::Path;
 
-use tch::{Device, Kind, Tensor};
-use zip::write::FileOptions;
-use zip::CompressionMethod;
+use ono_io::pickle::Value;
+use tch::{Kind, Tensor};
 
 use super::npy::{format_error, io_error};
 use crate::array::{ArrayData, NamedArray};
 use crate::Result;
 
 /// The start of the legacy (PyTorch < 1.6) `torch.save` format: a pickled magic number.
-pub const LEGACY_TORCH_MAGIC: &[u8] = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19";
-
-/// `data.pkl` larger than this is not a pickle of a few tensors' metadata.
-const MAX_PICKLE_LEN: u64 = 256 << 20;
+pub const LEGACY_TORCH_MAGIC: &[u8] = ono_io::torch_save::LEGACY_MAGIC;
 
 const CONVERT_HINT: &str = "re-save it as a tensor or a plain dict of tensors \
      (`torch.save(dict(obj), path)`), or convert it to .npy/.npz/.safetensors";
@@ -45,15 +30,12 @@ const CONVERT_HINT: &str = "re-save it as a tensor or a plain dict of tensors \
 /// state_dict `OrderedDict`, nested containers, non-tensor values, complex tensors, the legacy
 /// non-zip format) is refused with [`Error::Format`](crate::Error::Format).
 pub fn read_pt(path: &Path) -> Result<Vec<NamedArray>> {
-    let mut file = File::open(path).map_err(|source| io_error(path, source))?;
-    let file_len = file
-        .metadata()
-        .map_err(|source| io_error(path, source))?
-        .len();
     let mut head = Vec::with_capacity(LEGACY_TORCH_MAGIC.len());
-    (&mut file)
-        .take(LEGACY_TORCH_MAGIC.len() as u64)
-        .read_to_end(&mut head)
+    File::open(path)
+        .and_then(|f| {
+            f.take(LEGACY_TORCH_MAGIC.len() as u64)
+                .read_to_end(&mut head)
+        })
         .map_err(|source| io_error(path, source))?;
     if head.starts_with(LEGACY_TORCH_MAGIC) {
         return Err(format_error(
@@ -67,175 +49,57 @@ pub fn read_pt(path: &Path) -> Result<Vec<NamedArray>> {
             "not a torch.save file (not a zip archive)",
         ));
     }
-    let mut archive = zip::ZipArchive::new(BufReader::new(file))
-        .map_err(|e| format_error(path, format!("not a torch.save archive: {e}")))?;
-    let pkl_name = find_pickle(&archive).ok_or_else(|| {
+    let refuse = |what: String| {
         format_error(
             path,
-            "zip archive without a data.pkl: not a torch.save file",
+            format!("holds {what}; only a tensor or a plain dict of tensors can be read: {CONVERT_HINT}"),
         )
-    })?;
-    let pickle = read_small_entry(&mut archive, &pkl_name, file_len)
-        .map_err(|msg| format_error(path, format!("{pkl_name}: {msg}")))?;
-    match top_object(&pickle) {
-        Top::Dict => load_dict(path, path),
-        Top::Tensor => {
+    };
+    match ono_io::torch_save::load(path)? {
+        Value::Tensor(t) => {
             let name = path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let wrapped = wrap_in_dict(&pickle, &name)
-                .ok_or_else(|| format_error(path, format!("{pkl_name} is not a complete pickle")))?;
-            let tmp = TempFile::new(path);
-            rewrite_archive(&mut archive, &pkl_name, &wrapped, &tmp.0)
-                .map_err(|msg| format_error(path, format!("copying the archive: {msg}")))?;
-            load_dict(&tmp.0, path)
+            Ok(vec![
+                tensor_to_array(&name, &t).map_err(|msg| format_error(path, msg))?
+            ])
         }
-        Top::Other(what) => Err(format_error(
-            path,
-            format!("holds {what}; only a tensor or a plain dict of tensors can be read: {CONVERT_HINT}"),
+        Value::Dict(d) if d.ordered => Err(refuse(
+            "a collections.OrderedDict (a module's state_dict? read it with \
+             ono_nn::weights::read_torch_zip)"
+                .into(),
         )),
-    }
-}
-
-/// What the pickle's top-level object is, judged from its first opcode.
-#[derive(Debug, PartialEq)]
-enum Top {
-    Dict,
-    Tensor,
-    /// A description for the error message.
-    Other(String),
-}
-
-fn top_object(pickle: &[u8]) -> Top {
-    let mut p = pickle;
-    if let [0x80, _, rest @ ..] = p {
-        p = rest; // PROTO
-    }
-    if let [0x95, rest @ ..] = p {
-        p = rest.get(8..).unwrap_or(&[]); // FRAME and its 8-byte length (protocol 4)
-    }
-    match p.first() {
-        Some(b'}') => Top::Dict,
-        Some(b'c') => {
-            // GLOBAL "module\nname\n"
-            let mut lines = p[1..].splitn(3, |&b| b == b'\n');
-            let module = String::from_utf8_lossy(lines.next().unwrap_or(&[])).into_owned();
-            let name = String::from_utf8_lossy(lines.next().unwrap_or(&[])).into_owned();
-            match (module.as_str(), name.as_str()) {
-                ("torch._utils", "_rebuild_tensor_v2" | "_rebuild_parameter") => Top::Tensor,
-                ("collections", "OrderedDict") => Top::Other(
-                    "a collections.OrderedDict (a module's state_dict?), which libtorch's reader refuses"
-                        .into(),
-                ),
-                _ => Top::Other(format!("an object of class {module}.{name}")),
+        Value::Dict(d) => {
+            let mut out = Vec::new();
+            for (k, v) in d.deduplicated() {
+                let Value::Str(name) = k else {
+                    return Err(refuse(format!("a dict with {} as a key", describe(k))));
+                };
+                let Value::Tensor(t) = v else {
+                    return Err(refuse(format!(
+                        "a dict whose entry `{name}` is {}, not a tensor (nested containers and \
+                         other values are not arrays)",
+                        describe(v)
+                    )));
+                };
+                out.push(tensor_to_array(name, t).map_err(|msg| format_error(path, msg))?);
             }
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
         }
-        Some(b']') => Top::Other("a list".into()),
-        Some(b'(' | b')') => Top::Other("a tuple".into()),
-        Some(b'N') => Top::Other("None".into()),
-        Some(b'K' | b'M' | b'J' | b'G' | b'\x8a' | b'\x88' | b'\x89') => {
-            Top::Other("a plain number or boolean".into())
-        }
-        Some(b'X' | b'U' | b'T' | b'B' | b'C') => Top::Other("a string or bytes".into()),
-        Some(b'\x93' | b'\x8c') => Top::Other("an object pickled with protocol ≥ 4".into()),
-        Some(op) => Top::Other(format!("a pickle starting with opcode {op:#04x}")),
-        None => Top::Other("an empty pickle".into()),
+        other => Err(refuse(describe(&other).into())),
     }
 }
 
-/// `<archive>/data.pkl` (the only pickle at depth one) or a top-level `data.pkl`.
-fn find_pickle<Rd: Read + std::io::Seek>(archive: &zip::ZipArchive<Rd>) -> Option<String> {
-    archive
-        .file_names()
-        .find(|n| {
-            n.strip_suffix("data.pkl")
-                .is_some_and(|p| p.is_empty() || (p.ends_with('/') && p.matches('/').count() == 1))
-        })
-        .map(str::to_string)
-}
-
-fn read_small_entry<Rd: Read + std::io::Seek>(
-    archive: &mut zip::ZipArchive<Rd>,
-    name: &str,
-    file_len: u64,
-) -> std::result::Result<Vec<u8>, String> {
-    let entry = archive.by_name(name).map_err(|e| e.to_string())?;
-    let size = entry.size();
-    // A stored entry cannot be longer than the file; a deflated one than its ratio allows.
-    if size > MAX_PICKLE_LEN || entry.compressed_size() > file_len {
-        return Err(format!("implausible size {size}"));
+/// What a pickled value is, in the words of the refusals.
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) | Value::Float(_) | Value::Bool(_) => "a plain number or boolean",
+        Value::Str(_) | Value::Bytes(_) => "a string or bytes",
+        Value::Storage(_) => "a bare storage (not a tensor)",
+        other => other.type_name(),
     }
-    let mut out = Vec::new();
-    entry
-        .take(size)
-        .read_to_end(&mut out)
-        .map_err(|e| e.to_string())?;
-    Ok(out)
-}
-
-/// `{name: <the pickled object>}` as a pickle: PROTO, EMPTY_DICT, BINUNICODE name, the original
-/// body, SETITEM, STOP. The body's memo indices are untouched (nothing new is memoised).
-fn wrap_in_dict(pickle: &[u8], name: &str) -> Option<Vec<u8>> {
-    let [0x80, proto, body @ .., b'.'] = pickle else {
-        return None;
-    };
-    let key_len = u32::try_from(name.len()).ok()?;
-    let mut out = Vec::with_capacity(pickle.len() + name.len() + 8);
-    out.extend_from_slice(&[0x80, *proto, b'}', b'X']);
-    out.extend_from_slice(&key_len.to_le_bytes());
-    out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(body);
-    out.extend_from_slice(b"s.");
-    Some(out)
-}
-
-/// Copies every entry of `archive` to `dest` unchanged, in order, except `pkl_name`, whose
-/// content becomes `pickle`.
-fn rewrite_archive<Rd: Read + std::io::Seek>(
-    archive: &mut zip::ZipArchive<Rd>,
-    pkl_name: &str,
-    pickle: &[u8],
-    dest: &Path,
-) -> std::result::Result<(), String> {
-    let file = File::create(dest).map_err(|e| format!("{}: {e}", dest.display()))?;
-    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
-    for i in 0..archive.len() {
-        let entry = archive.by_index_raw(i).map_err(|e| e.to_string())?;
-        if entry.name() == pkl_name {
-            let name = entry.name().to_string();
-            drop(entry);
-            let options = FileOptions::default().compression_method(CompressionMethod::Stored);
-            zip.start_file(name, options).map_err(|e| e.to_string())?;
-            zip.write_all(pickle).map_err(|e| e.to_string())?;
-        } else {
-            zip.raw_copy_file(entry).map_err(|e| e.to_string())?;
-        }
-    }
-    let mut w = zip.finish().map_err(|e| e.to_string())?;
-    w.flush().map_err(|e| e.to_string())
-}
-
-/// Loads a plain dict of tensors with libtorch onto the CPU; errors are reported against `shown`.
-fn load_dict(file: &Path, shown: &Path) -> Result<Vec<NamedArray>> {
-    let tensors = Tensor::loadz_multi_with_device(file, Device::Cpu).map_err(|e| {
-        // libtorch's message runs on with a C++ backtrace; its first line says what failed.
-        let msg = e.to_string();
-        let first = msg.lines().next().unwrap_or("").trim();
-        format_error(
-            shown,
-            format!(
-                "libtorch cannot read it as a dict of tensors ({first}); values that are not \
-                 tensors (nested dicts, numbers, lists) are not supported: {CONVERT_HINT}"
-            ),
-        )
-    })?;
-    let mut out = tensors
-        .iter()
-        .map(|(name, t)| tensor_to_array(name, t).map_err(|msg| format_error(shown, msg)))
-        .collect::<Result<Vec<_>>>()?;
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
 }
 
 /// A CPU tensor as a [`NamedArray`] (logical shape, row-major data).
@@ -273,55 +137,59 @@ pub(crate) fn tensor_to_array(name: &str, t: &Tensor) -> std::result::Result<Nam
     NamedArray::new(name, shape, data).map_err(|e| e.to_string())
 }
 
-/// A temporary file path, removed on drop.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(for_path: &Path) -> Self {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let stem = for_path
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Self(std::env::temp_dir().join(format!(
-            "ono-pt-{}-{}-{stem}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        )))
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
-    fn wraps_a_pickle_in_a_dict() {
-        let p = b"\x80\x02K\x07.";
-        let w = wrap_in_dict(p, "ab").unwrap();
-        assert_eq!(w, b"\x80\x02}X\x02\x00\x00\x00abK\x07s.");
-        assert!(wrap_in_dict(b"\x80\x02K\x07", "a").is_none());
-        assert!(wrap_in_dict(b"", "a").is_none());
+    fn names_the_object_it_refuses() {
+        assert_eq!(describe(&Value::Int(3)), "a plain number or boolean");
+        assert_eq!(describe(&Value::Float(0.5)), "a plain number or boolean");
+        assert_eq!(describe(&Value::Bool(true)), "a plain number or boolean");
+        assert_eq!(describe(&Value::Str("x".into())), "a string or bytes");
+        assert_eq!(describe(&Value::List(Vec::new())), "a list");
+        assert_eq!(describe(&Value::Tuple(Vec::new())), "a tuple");
+        assert_eq!(describe(&Value::None), "None");
+        let od = Value::Dict(ono_io::pickle::Dict {
+            entries: Vec::new(),
+            ordered: true,
+        });
+        assert!(describe(&od).contains("OrderedDict"));
     }
 
+    /// A minimal archive written by hand (protocol 2, as torch.save): a float tensor of two
+    /// elements at offset 1 of a three-element storage.
     #[test]
-    fn names_the_top_object() {
-        assert_eq!(top_object(b"\x80\x02}q\x00."), Top::Dict);
-        assert_eq!(
-            top_object(b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nq\x00"),
-            Top::Tensor
-        );
-        assert!(
-            matches!(top_object(b"\x80\x02ccollections\nOrderedDict\n"), Top::Other(s) if s.contains("OrderedDict"))
-        );
-        assert!(matches!(top_object(b"\x80\x02]q\x00"), Top::Other(s) if s.contains("list")));
-        assert!(matches!(top_object(b"\x80"), Top::Other(_)));
-        assert!(matches!(top_object(b""), Top::Other(_)));
+    fn reads_a_hand_written_tensor_archive_named_after_the_file() {
+        let mut pkl = b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n(".to_vec();
+        pkl.extend_from_slice(b"(X\x07\x00\x00\x00storagectorch\nFloatStorage\n");
+        pkl.extend_from_slice(b"X\x01\x00\x00\x000X\x03\x00\x00\x00cpuK\x03tQ");
+        pkl.extend_from_slice(b"K\x01K\x02\x85K\x01\x85\x89ccollections\nOrderedDict\n)RtR.");
+        let data: Vec<u8> = [1.0f32, 2.5, -4.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let dir = std::env::temp_dir().join(format!("ono_data_pt_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hand.pt");
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let opts =
+            zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
+        for (name, bytes) in [
+            ("hand/data.pkl", &pkl),
+            ("hand/byteorder", &b"little".to_vec()),
+            ("hand/data/0", &data),
+        ] {
+            zip.start_file(name, opts).unwrap();
+            zip.write_all(bytes).unwrap();
+        }
+        zip.finish().unwrap();
+        let arrays = read_pt(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(arrays.len(), 1);
+        assert_eq!(arrays[0].name, "hand");
+        assert_eq!(arrays[0].shape, [2]);
+        assert_eq!(arrays[0].data, ArrayData::F32(vec![2.5, -4.0]));
     }
 }

@@ -1,13 +1,17 @@
-//! `torch.save` archives read by `ono_nn::torch_pickle`, against the values that
-//! fixtures/make_state_dict_pt.py defines, and refusals of broken files.
+//! `torch.save` archives read by `ono_io::torch_save`, against the values that
+//! fixtures/make_state_dict_pt.py defines, and refusals of broken files. (The state_dict of a
+//! real model, read through ono-nn's weight loaders, is checked in ono-nn's tests/torch_weights.rs.)
 
 use std::io::{Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 
-use ono_nn::torch_pickle::read_torch_state_dict;
-use ono_nn::weights::{read_any, read_safetensors, NamedTensors};
-use ono_nn::Error;
+use std::collections::BTreeMap;
+
+use ono_io::torch_save::read_state_dict as read_torch_state_dict;
+use ono_io::Error;
 use tch::{Device, Kind, Tensor};
+
+type NamedTensors = BTreeMap<String, Tensor>;
 
 fn fixture(rel: &str) -> PathBuf {
     ono_testing::fixtures_dir().join(rel)
@@ -94,43 +98,6 @@ fn nested_dicts_flatten_with_dots_and_skip_non_tensors() {
     assert_tensor(&t, "top", &Tensor::from_slice(&[1.5f64, -2.5]));
 }
 
-#[test]
-fn model_state_dict_ordered_dict_reads_like_the_safetensors_reference() {
-    ono_testing::init();
-    let pt = fixture("ono/linear_small.state_dict.pt");
-    // The fixture is what model.state_dict() gives: an OrderedDict with `_metadata` (which
-    // libtorch's own loader, Tensor::loadz_multi, refuses).
-    let pickle = zip_entries(&pt)
-        .into_iter()
-        .find(|(n, _)| n.ends_with("/data.pkl"))
-        .unwrap()
-        .1;
-    assert!(contains(&pickle, b"collections\nOrderedDict"));
-    assert!(contains(&pickle, b"_metadata"));
-
-    let t = read_torch_state_dict(&pt).unwrap();
-    assert_eq!(t.len(), 48);
-    let (reference, _) = read_safetensors(&fixture("ono/linear_small.safetensors")).unwrap();
-    let reference: NamedTensors = reference
-        .into_iter()
-        .filter_map(|(k, v)| k.strip_prefix("param.").map(|k| (k.to_string(), v)))
-        .collect();
-    assert_eq!(
-        t.keys().collect::<Vec<_>>(),
-        reference.keys().collect::<Vec<_>>()
-    );
-    for (name, expected) in &reference {
-        assert_tensor(&t, name, expected);
-    }
-    // The generic readers go through the same path.
-    let any = read_any(&pt).unwrap();
-    assert_eq!(any.len(), 48);
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
 /// Every entry of a zip archive, in order.
 fn zip_entries(path: &Path) -> Vec<(String, Vec<u8>)> {
     let mut archive = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
@@ -165,7 +132,7 @@ fn edited(edit: impl Fn(&str, Vec<u8>) -> Option<Vec<u8>>) -> Vec<u8> {
     zip_bytes(&entries)
 }
 
-/// Writes `bytes` to a temporary file, reads it, removes it, and returns the Weights message.
+/// Writes `bytes` to a temporary file, reads it, removes it, and returns the Format message.
 fn refusal(tag: &str, bytes: &[u8]) -> String {
     let path =
         std::env::temp_dir().join(format!("ono_torch_pickle_{}_{tag}.pt", std::process::id()));
@@ -173,17 +140,17 @@ fn refusal(tag: &str, bytes: &[u8]) -> String {
     let result = read_torch_state_dict(&path);
     std::fs::remove_file(&path).unwrap();
     match result {
-        Err(Error::Weights { path: p, msg }) => {
-            assert!(p.contains(tag), "{p}");
+        Err(Error::Format { path: p, msg }) => {
+            assert!(p.to_string_lossy().contains(tag), "{}", p.display());
             msg
         }
-        Err(e) => panic!("{tag}: expected Error::Weights, got {e:?}"),
+        Err(e) => panic!("{tag}: expected Error::Format, got {e:?}"),
         Ok(t) => panic!("{tag}: read {} tensors from a broken file", t.len()),
     }
 }
 
 #[test]
-fn truncated_and_non_zip_files_are_weights_errors() {
+fn truncated_and_non_zip_files_are_format_errors() {
     ono_testing::init();
     let bytes = std::fs::read(fixture("torch_pickle/mixed.pt")).unwrap();
     for cut in [bytes.len() / 2, bytes.len() - 10, 100, 0] {
@@ -191,14 +158,15 @@ fn truncated_and_non_zip_files_are_weights_errors() {
     }
     let msg = refusal("notzip", b"this is not a zip archive at all");
     assert!(msg.contains("zip"), "{msg}");
+    // A file that cannot be opened is an I/O error naming it.
     assert!(matches!(
         read_torch_state_dict(Path::new("/nonexistent/ono/missing.pt")),
-        Err(Error::Weights { .. })
+        Err(Error::Io { path, .. }) if path == Path::new("/nonexistent/ono/missing.pt")
     ));
 }
 
 #[test]
-fn malformed_archives_are_weights_errors() {
+fn malformed_archives_are_format_errors() {
     ono_testing::init();
     // The edited-but-valid archive still reads (the helpers do not change anything by themselves).
     let same = edited(|_, b| Some(b));

@@ -1,0 +1,3 @@
+fn main() {
+    ono_link::emit()
+}
