@@ -97,27 +97,34 @@ impl Checkpoint {
             ("format".to_string(), FORMAT.to_string()),
             ("state".to_string(), json),
         ]);
+        let file = |p: &Path, e: Error| Error::CheckpointFile {
+            path: p.to_path_buf(),
+            source: Box::new(e),
+        };
         ono_nn::weights::save_safetensors(
             &path,
             self.tensors.iter().map(|(k, v)| (k.as_str(), v)),
             meta,
         )
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| file(&path, e.into()))?;
         let pretty = serde_json::to_vec_pretty(&self.state).map_err(|e| fail(e.to_string()))?;
-        ono_io::atomic::write_atomic(&dir.join(format!("{name}.json")), &pretty)
-            .map_err(|e| fail(e.to_string()))?;
+        let sidecar = dir.join(format!("{name}.json"));
+        ono_io::atomic::write_atomic(&sidecar, &pretty).map_err(|e| file(&sidecar, e.into()))?;
         Ok(path)
     }
 
-    /// Reads a checkpoint written by [`Checkpoint::save`]; a truncated or foreign file is an
-    /// [`Error::Checkpoint`].
+    /// Reads a checkpoint written by [`Checkpoint::save`]; a truncated file is an
+    /// [`Error::CheckpointFile`], a foreign one an [`Error::Checkpoint`].
     pub fn load(path: &Path) -> Result<Self> {
         let fail = |msg: String| Error::Checkpoint {
             path: path.to_path_buf(),
             msg,
         };
         let (tensors, meta) =
-            ono_nn::weights::read_safetensors(path).map_err(|e| fail(e.to_string()))?;
+            ono_nn::weights::read_safetensors(path).map_err(|e| Error::CheckpointFile {
+                path: path.to_path_buf(),
+                source: Box::new(e.into()),
+            })?;
         if meta.get("format").map(String::as_str) != Some(FORMAT) {
             return Err(fail(format!(
                 "not an ono training checkpoint (format {:?}, expected {FORMAT})",

@@ -63,6 +63,15 @@ pub enum Error {
         /// What went wrong.
         msg: String,
     },
+    /// A checkpoint file that a lower crate could not write or read (the safetensors container,
+    /// the atomic write); `source` is that crate's error, typed.
+    #[error("checkpoint {path}: {source}")]
+    CheckpointFile {
+        /// The file.
+        path: PathBuf,
+        /// What failed (`Error::Nn`, `Error::File`).
+        source: Box<Error>,
+    },
     /// Drawing a figure failed.
     #[error("plot {path}: {msg}")]
     Plot {
