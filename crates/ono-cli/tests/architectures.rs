@@ -6,14 +6,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 use ono_data::dataset::TensorDataset;
 use ono_train::checkpoint::Checkpoint;
 use tch::Tensor;
 
-use common::{mean_field_error, mean_rel_l2, model_and_optimizer, ono, temp_dir};
+use common::{mean_field_error, mean_rel_l2, model_and_optimizer, ono, temp_dir, train_then_kill};
 
 fn fixtures() -> PathBuf {
     ono_testing::fixtures_dir()
@@ -104,25 +103,8 @@ fn the_pointwise_mlp_learns_darcy_resumes_after_kill_nine_evals_and_predicts() {
 
     // Killed with SIGKILL after a mid-run checkpoint, then resumed: bit-identical.
     let cfg_b = mlp_config(&dir, &data, "b");
-    let mut child = ono()
-        .arg("train")
-        .arg(&cfg_b)
-        .arg("--quiet")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     let sidecar = dir.join("b/checkpoints/last.json");
-    let start = Instant::now();
-    while !sidecar.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "no checkpoint appeared"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    train_then_kill(&cfg_b, &sidecar, |_| true);
     let out = ono()
         .arg("train")
         .arg(&cfg_b)

@@ -4,14 +4,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
 use ono_train::checkpoint::Checkpoint;
 use tch::{Device, Kind, Tensor};
 
-use common::{mean_field_error, model_and_optimizer, ono, read_json, temp_dir};
+use common::{mean_field_error, model_and_optimizer, ono, temp_dir, train_then_kill};
 
 /// A smooth-field operator on an s×s grid: y = a blurred, shifted copy of fx plus a product
 /// term; enough structure to learn, nothing to solve.
@@ -99,30 +97,9 @@ fn kill_nine_mid_epoch_then_resume_is_bit_identical() {
 
     // The same run, killed with SIGKILL once a mid-epoch checkpoint exists.
     let cfg_b = config(&dir, "data.safetensors", "b", 4, "");
-    let mut child = ono()
-        .arg("train")
-        .arg(&cfg_b)
-        .arg("--quiet")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let sidecar = dir.join("b/checkpoints/last.json");
-    let start = Instant::now();
-    loop {
-        if let Some(v) = read_json(&sidecar) {
-            if v["epoch"].as_u64() >= Some(1) && v["batch_in_epoch"].as_u64() > Some(0) {
-                break;
-            }
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "no mid-epoch checkpoint appeared"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap(); // SIGKILL on Unix
-    child.wait().unwrap();
+    train_then_kill(&cfg_b, &dir.join("b/checkpoints/last.json"), |v| {
+        v["epoch"].as_u64() >= Some(1) && v["batch_in_epoch"].as_u64() > Some(0)
+    });
     let killed_at = Checkpoint::load(&dir.join("b/checkpoints/last.safetensors"))
         .unwrap()
         .state;

@@ -4,7 +4,8 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use ono_data::dataset::TensorDataset;
 use ono_train::checkpoint::Checkpoint;
@@ -62,4 +63,27 @@ pub fn mean_rel_l2(pred: &Tensor, y: &Tensor) -> f64 {
 pub fn mean_field_error(ds: &TensorDataset) -> f64 {
     let mean = ds.train.y.mean_dim(&[0i64][..], true, Kind::Double);
     mean_rel_l2(&mean.expand_as(&ds.test.y), &ds.test.y)
+}
+
+/// Starts `ono train CONFIG --quiet`, waits until the checkpoint sidecar `sidecar` exists and
+/// satisfies `ready`, then kills the run with SIGKILL.
+pub fn train_then_kill(config: &Path, sidecar: &Path, ready: impl Fn(&serde_json::Value) -> bool) {
+    let mut child = ono()
+        .arg("train")
+        .arg(config)
+        .arg("--quiet")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !read_json(sidecar).is_some_and(|v| ready(&v)) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no checkpoint appeared"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL on Unix
+    child.wait().unwrap();
 }
