@@ -9,6 +9,7 @@
 //!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor);
 //! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
 
+mod arch;
 mod error;
 pub mod fixture;
 pub mod io;
@@ -18,6 +19,7 @@ mod operator;
 pub mod pointwise;
 pub mod registry;
 
+pub use arch::{ArchConfig, DataDims};
 pub use error::{Error, Result};
 pub use model::Model;
 pub use ono::{NnBlock, Ono, OnoConfig, OnoCross, Preset};
@@ -25,7 +27,7 @@ pub use operator::{
     plain_forward_backward, InputFunction, InputPart, LossError, LossFn, ModelInput, NeuralOperator,
 };
 pub use pointwise::{PointwiseMlp, PointwiseMlpConfig};
-pub use registry::{ArchConfig, DataDims, ModelConfig, ARCHS};
+pub use registry::{ModelConfig, ARCHS};
 
 /// Number of trainable scalars in a `VarStore` (buffers excluded), as PyTorch's
 /// `sum(p.numel() for p in model.parameters())`.

@@ -3,14 +3,13 @@
 //!
 //! An architecture is a type implementing [`NeuralOperator`] (forward, plus the hooks whose
 //! defaults suit a stateless model) and a configuration implementing
-//! [`ArchConfig`](crate::registry::ArchConfig); the registry (`registry.rs`) names it.
+//! `ArchConfig` (`registry.rs`), whose registry names it.
 
 use std::path::Path as FsPath;
 
 use tch::nn::VarStore;
 use tch::Tensor;
 
-use crate::registry::ModelConfig;
 use crate::{Error, Result};
 use ono_nn::weights::{self, NamedTensors};
 
@@ -148,11 +147,11 @@ pub type LossError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub type LossFn<'l> = dyn FnMut(&Tensor) -> std::result::Result<Tensor, LossError> + 'l;
 
 /// A neural operator: maps a [`ModelInput`] to the output function at the output points
-/// (`query` if given, else `pos`). Built by [`ArchConfig::build`](crate::registry::ArchConfig)
+/// (`query` if given, else `pos`). Built by `ArchConfig::build` (`registry.rs`)
 /// on a `tch::nn::Path`; the variables live in the caller's `VarStore` ([`Model`] owns both).
 pub trait NeuralOperator: std::fmt::Debug + Send {
-    /// The configuration it was built from.
-    fn config(&self) -> ModelConfig;
+    /// The architecture's name (`ono`, `mlp`, …), as in the registry.
+    fn arch(&self) -> &'static str;
 
     /// Forward pass in training (`train`: batch statistics, updated running buffers) or
     /// evaluation mode.
@@ -172,7 +171,7 @@ pub trait NeuralOperator: std::fmt::Debug + Send {
     ) -> Result<Tensor> {
         if recompute {
             return Err(Error::Unsupported {
-                arch: self.config().arch(),
+                arch: self.arch(),
                 what: "activation recomputation",
             });
         }

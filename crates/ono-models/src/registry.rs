@@ -1,69 +1,18 @@
 //! The architectures this crate builds, and [`ModelConfig`], the configuration of any of them.
 //!
-//! Adding an architecture is one line in [`registry!`](registry) below once its folder has a
-//! configuration implementing [`ArchConfig`] (see docs/architecture.md, "Adding a model").
+//! Adding an architecture is one line in `registry!` below once its folder has a configuration
+//! implementing [`ArchConfig`] (`arch.rs`; see docs/architecture.md, "Adding a model").
 //!
 //! [`ModelConfig`] is serialized as the architecture's own configuration with an `arch` field
 //! (`{"arch": "ono", "n_layers": 8, …}`); a configuration without `arch` is ONO's, so model
 //! files and checkpoints written before the registry existed still load.
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 
+pub use crate::arch::{ArchConfig, DataDims};
 use crate::operator::NeuralOperator;
 use crate::{Error, Result};
-
-/// The dimensions a model takes from its data: set by the trainer before building, so a preset
-/// fits any data set of its kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DataDims {
-    /// Coordinate channels of the positions.
-    pub space_dim: i64,
-    /// Channels of the input function at the points.
-    pub fun_dim: i64,
-    /// Output channels.
-    pub out_dim: i64,
-    /// Whether each sample comes with a time value (B, 1).
-    pub time_input: bool,
-}
-
-/// What a configuration of one architecture provides. The associated functions (`Sized`) give
-/// its presets; the rest is what [`ModelConfig`] dispatches to.
-pub trait ArchConfig: std::fmt::Debug + Serialize + DeserializeOwned + Clone + PartialEq {
-    /// The `arch` name.
-    const ARCH: &'static str;
-
-    /// The names of the presets.
-    fn preset_names() -> &'static [&'static str];
-
-    /// A preset by name (case-insensitive, `-` for `_`), or [`Error::Config`] listing the names.
-    fn preset(name: &str) -> Result<Self>;
-
-    /// Checks every field.
-    fn validate(&self) -> Result<()>;
-
-    /// Takes the data's dimensions.
-    fn set_data_dims(&mut self, dims: DataDims);
-
-    /// Builds the operator on `path`, with the architecture's initialisation.
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>>;
-
-    /// The configuration from a reference fixture's JSON (its constructor arguments), for
-    /// `ono check-reference`.
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        let _ = json;
-        Err(Error::Config(format!(
-            "architecture `{}` has no reference implementation to check against",
-            Self::ARCH
-        )))
-    }
-}
-
-/// Normalizes a preset name for lookup: lower case, `-` as `_`.
-pub fn normalize_preset_name(name: &str) -> String {
-    name.to_ascii_lowercase().replace('-', "_")
-}
 
 macro_rules! registry {
     ($($variant:ident($config:ty)),* $(,)?) => {

@@ -6,8 +6,9 @@ use ono_data::normalizer::Normalizer;
 use ono_models::Model;
 use tch::{Device, Kind};
 
+use crate::decoder::Decoder;
 use crate::loss::{MetricSum, RolloutErrors};
-use crate::regime::{Decoder, Regime};
+use crate::regime::Regime;
 use crate::Result;
 
 /// Mean relative L2 of `model` on `split` (inputs already normalized, on the model's device):

@@ -3,7 +3,7 @@
 
 use tch::{Device, Kind, Tensor};
 
-use crate::regime::Decoder;
+use crate::decoder::Decoder;
 use crate::trainer::Trainer;
 use crate::{plots, Result};
 

@@ -4,7 +4,7 @@
 //! A run, by job: `config.rs` (the experiment file), `data_source.rs` + `recipe.rs` (the data and
 //! the reference's settings for it), `trainer.rs` (setup and the epoch loop), `regime.rs` (how
 //! samples are fed: steady, autoregressive, per time step — the one place a regime is dispatched
-//! on), `step.rs` (one optimizer step), `evaluate.rs`, `checkpoint.rs`, `run_layout.rs` (the files
+//! on), `step.rs` (one optimizer step), `decoder.rs` (a model with its output normalizer), `evaluate.rs`, `checkpoint.rs`, `run_layout.rs` (the files
 //! of a run), `figures.rs`, `predictor.rs` (a trained model ready to predict), `bench_step.rs`.
 
 pub mod adamw;
@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod clip;
 pub mod config;
 pub mod data_source;
+pub mod decoder;
 mod error;
 pub mod evaluate;
 mod figures;

@@ -8,7 +8,8 @@ use ono_models::Model;
 use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::{Checkpoint, TrainState};
-use crate::regime::{Decoder, Regime};
+use crate::decoder::Decoder;
+use crate::regime::Regime;
 use crate::Result;
 
 /// See the module documentation.

@@ -2,13 +2,13 @@
 //! implementation of [`RegimeOps`]; [`Regime::ops`] is the one place a regime is dispatched on.
 
 use ono_data::dataset::{mix, Batch};
-use ono_data::normalizer::Normalizer;
-use ono_models::{Model, ModelInput};
+use ono_models::ModelInput;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
+use crate::decoder::Decoder;
 use crate::loss::{self, MetricSum};
 use crate::step::StepRunner;
 use crate::{Error, Result};
@@ -46,33 +46,6 @@ impl Regime {
     /// Whether the model takes a time value per sample.
     pub fn time_input(self) -> bool {
         self == Regime::PerTimeStep
-    }
-}
-
-/// A model with what is needed to decode its outputs.
-#[derive(Clone, Copy)]
-pub struct Decoder<'a> {
-    /// The model.
-    pub model: &'a Model,
-    /// The target normalizer (outputs are decoded with it).
-    pub y_norm: &'a Normalizer,
-    /// The grid shape when the points are a grid.
-    pub grid: Option<&'a [i64]>,
-}
-
-impl Decoder<'_> {
-    /// The decoded output of one forward pass.
-    fn forward(
-        &self,
-        pos: &Tensor,
-        fx: &Tensor,
-        time: Option<&Tensor>,
-        train: bool,
-    ) -> Result<Tensor> {
-        let input = ModelInput::new(pos, fx)
-            .with_time(time)
-            .with_grid(self.grid);
-        Ok(self.y_norm.decode(&self.model.forward(&input, train)?)?)
     }
 }
 

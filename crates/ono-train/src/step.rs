@@ -8,8 +8,8 @@ use tch::Tensor;
 
 use crate::adamw::AdamW;
 use crate::config::ReductionName;
+use crate::decoder::Decoder;
 use crate::loss::{self, Reduction};
-use crate::regime::Decoder;
 use crate::Result;
 
 /// A loss not yet read back to the host.

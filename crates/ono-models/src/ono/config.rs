@@ -1,18 +1,12 @@
-//! ONO's configuration: the reference's `ONO2(...)` constructor arguments, validation, and the
-//! assembly of the model from ono-nn's blocks under the reference parameter names.
+//! ONO's configuration: the reference's `ONO2(...)` constructor arguments, their validation, the
+//! blocks' settings, and the checks of a forward pass's inputs against them.
 
 use serde::{Deserialize, Serialize};
-use tch::nn::Path;
+use tch::Tensor;
 
-use super::presets::{self, Preset};
-use super::Ono;
-use crate::operator::NeuralOperator;
-use crate::registry::{ArchConfig, DataDims};
 use crate::{Error, Result};
 use ono_nn::attention::{AttentionConfig, AttentionKind};
-use ono_nn::mlp::MlpConfig;
 use ono_nn::orthogonal::{OrthogonalBlockConfig, Orthogonalization, Whitening};
-use ono_nn::time_embedding::TimeMlp;
 use ono_nn::transformer_block::TransformerBlockConfig;
 
 /// The NN block of the eigenfunction stream.
@@ -142,58 +136,78 @@ impl OnoConfig {
             query_covariance: false,
         }
     }
-
-    /// Builds the model on `path` under the reference's parameter names (`preprocess.*`,
-    /// `time_fc.*`, `blocks.<i>.*`), initialised as the reference (trunc-normal 0.02 linears, zero
-    /// biases, unit norms, μ = 0).
-    pub fn init(&self, path: &Path) -> Result<Ono> {
-        self.validate()?;
-        let h = self.n_hidden;
-        let blocks = (0..self.n_layers)
-            .map(|i| {
-                self.block_config(i + 1 == self.n_layers)
-                    .init(&(path / "blocks" / i))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Ono {
-            cfg: *self,
-            preprocess: MlpConfig::new(self.space_dim + self.fun_dim, 2 * h, 2 * h)
-                .init(&(path / "preprocess")),
-            time_fc: self
-                .time_input
-                .then(|| TimeMlp::new(&(path / "time_fc"), h)),
-            blocks,
-        })
-    }
 }
 
-impl ArchConfig for OnoConfig {
-    const ARCH: &'static str = "ono";
-
-    fn preset_names() -> &'static [&'static str] {
-        &presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        Ok(name.parse::<Preset>()?.config())
-    }
-
-    fn validate(&self) -> Result<()> {
-        OnoConfig::validate(self)
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-        self.time_input = dims.time_input;
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(self.init(path)?))
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        super::reference::config_from_reference(&json["config"])
+impl OnoConfig {
+    /// Checks (pos, fx, T) against the configuration: shapes, floating kinds, T exactly when
+    /// `time_input`, and finiteness (one host read).
+    pub(crate) fn check_inputs(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        t: Option<&Tensor>,
+    ) -> Result<[i64; 2]> {
+        const OP: &str = "Ono::forward";
+        let (ps, fs) = (pos.size(), fx.size());
+        let [b, n] = match ps[..] {
+            [b, n, s] if s == self.space_dim && b > 0 && n > 0 => [b, n],
+            _ => {
+                return Err(Error::Shape {
+                    op: OP,
+                    expected: format!("pos (B, N, {}) with B, N > 0", self.space_dim),
+                    got: ps,
+                })
+            }
+        };
+        if fs != [b, n, self.fun_dim] {
+            return Err(Error::Shape {
+                op: OP,
+                expected: format!("fx ({b}, {n}, {}) matching pos", self.fun_dim),
+                got: fs,
+            });
+        }
+        if !pos.is_floating_point() || !fx.is_floating_point() {
+            return Err(Error::Config(format!(
+                "{OP}: pos and fx must be floating point, got {:?} and {:?}",
+                pos.kind(),
+                fx.kind()
+            )));
+        }
+        match (self.time_input, t) {
+            (true, Some(t)) if t.numel() as i64 == b && t.is_floating_point() => {}
+            (true, Some(t)) => {
+                return Err(Error::Shape {
+                    op: OP,
+                    expected: format!("floating T of shape ({b}, 1)"),
+                    got: t.size(),
+                })
+            }
+            (true, None) => {
+                return Err(Error::Config(format!(
+                    "{OP}: the model has a time input; pass T of shape ({b}, 1)"
+                )))
+            }
+            (false, Some(_)) => {
+                return Err(Error::Config(format!(
+                    "{OP}: T was given but the model has no time input (time_input = false)"
+                )))
+            }
+            (false, None) => {}
+        }
+        // One host read for every finiteness check.
+        let mut finite = pos
+            .f_isfinite()?
+            .f_all()?
+            .f_logical_and(&fx.f_isfinite()?.f_all()?)?;
+        if let Some(t) = t {
+            finite = finite.f_logical_and(&t.f_isfinite()?.f_all()?)?;
+        }
+        if !bool::try_from(&finite)? {
+            return Err(Error::NonFinite {
+                op: OP,
+                what: "the input (pos, fx or T)",
+            });
+        }
+        Ok([b, n])
     }
 }

@@ -18,7 +18,7 @@
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::ono::{check_inputs, NnBlock, OnoConfig};
+use super::config::{NnBlock, OnoConfig};
 use crate::{Error, Result};
 use ono_nn::mlp::{Mlp, MlpConfig};
 use ono_nn::orthogonal::{OrthogonalBlock, Orthogonalization};
@@ -122,7 +122,7 @@ impl OnoCross {
         t: Option<&Tensor>,
         train: bool,
     ) -> Result<Tensor> {
-        let [b, _] = check_inputs(&self.cfg, pos, fx, t)?;
+        let [b, _] = self.cfg.check_inputs(pos, fx, t)?;
         match pos_query.size()[..] {
             [qb, m, s] if qb == b && m > 0 && s == self.cfg.space_dim => {}
             _ => {

@@ -16,16 +16,41 @@ pub use config::{NnBlock, OnoConfig};
 pub use cross::OnoCross;
 pub use presets::Preset;
 
-use tch::nn::VarStore;
+use tch::nn::{Path, VarStore};
 use tch::{Kind, Tensor};
 
+use crate::arch::{ArchConfig, DataDims};
 use crate::operator::{plain_forward_backward, InputPart, LossFn, ModelInput, NeuralOperator};
-use crate::registry::{ArchConfig, ModelConfig};
 use crate::{Error, Result};
-use ono_nn::mlp::Mlp;
+use ono_nn::mlp::{Mlp, MlpConfig};
 use ono_nn::orthogonal::OrthogonalBlock;
 use ono_nn::time_embedding::TimeMlp;
 use ono_nn::weights::NamedTensors;
+
+impl OnoConfig {
+    /// Builds the model on `path` under the reference's parameter names (`preprocess.*`,
+    /// `time_fc.*`, `blocks.<i>.*`), initialised as the reference (trunc-normal 0.02 linears, zero
+    /// biases, unit norms, μ = 0).
+    pub fn init(&self, path: &Path) -> Result<Ono> {
+        self.validate()?;
+        let h = self.n_hidden;
+        let blocks = (0..self.n_layers)
+            .map(|i| {
+                self.block_config(i + 1 == self.n_layers)
+                    .init(&(path / "blocks" / i))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Ono {
+            cfg: *self,
+            preprocess: MlpConfig::new(self.space_dim + self.fun_dim, 2 * h, 2 * h)
+                .init(&(path / "preprocess")),
+            time_fc: self
+                .time_input
+                .then(|| TimeMlp::new(&(path / "time_fc"), h)),
+            blocks,
+        })
+    }
+}
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -84,7 +109,7 @@ impl Ono {
         fx: &Tensor,
         t: Option<&Tensor>,
     ) -> Result<(Tensor, Tensor)> {
-        let [b, _] = check_inputs(&self.cfg, pos, fx, t)?;
+        let [b, _] = self.cfg.check_inputs(pos, fx, t)?;
         let input = Tensor::f_cat(&[pos, fx], -1)?.f_to_kind(self.kind())?;
         let enc = self.preprocess.forward(&input)?;
         let halves = enc.f_chunk(2, -1)?;
@@ -102,81 +127,40 @@ impl Ono {
     }
 }
 
-/// Checks (pos, fx, T) against the configuration: shapes, floating kinds, T exactly when
-/// `time_input`, and finiteness (one host read).
-pub(crate) fn check_inputs(
-    c: &OnoConfig,
-    pos: &Tensor,
-    fx: &Tensor,
-    t: Option<&Tensor>,
-) -> Result<[i64; 2]> {
-    const OP: &str = "Ono::forward";
-    let (ps, fs) = (pos.size(), fx.size());
-    let [b, n] = match ps[..] {
-        [b, n, s] if s == c.space_dim && b > 0 && n > 0 => [b, n],
-        _ => {
-            return Err(Error::Shape {
-                op: OP,
-                expected: format!("pos (B, N, {}) with B, N > 0", c.space_dim),
-                got: ps,
-            })
-        }
-    };
-    if fs != [b, n, c.fun_dim] {
-        return Err(Error::Shape {
-            op: OP,
-            expected: format!("fx ({b}, {n}, {}) matching pos", c.fun_dim),
-            got: fs,
-        });
+impl ArchConfig for OnoConfig {
+    const ARCH: &'static str = "ono";
+
+    fn preset_names() -> &'static [&'static str] {
+        &presets::NAMES
     }
-    if !pos.is_floating_point() || !fx.is_floating_point() {
-        return Err(Error::Config(format!(
-            "{OP}: pos and fx must be floating point, got {:?} and {:?}",
-            pos.kind(),
-            fx.kind()
-        )));
+
+    fn preset(name: &str) -> Result<Self> {
+        Ok(name.parse::<Preset>()?.config())
     }
-    match (c.time_input, t) {
-        (true, Some(t)) if t.numel() as i64 == b && t.is_floating_point() => {}
-        (true, Some(t)) => {
-            return Err(Error::Shape {
-                op: OP,
-                expected: format!("floating T of shape ({b}, 1)"),
-                got: t.size(),
-            })
-        }
-        (true, None) => {
-            return Err(Error::Config(format!(
-                "{OP}: the model has a time input; pass T of shape ({b}, 1)"
-            )))
-        }
-        (false, Some(_)) => {
-            return Err(Error::Config(format!(
-                "{OP}: T was given but the model has no time input (time_input = false)"
-            )))
-        }
-        (false, None) => {}
+
+    fn validate(&self) -> Result<()> {
+        OnoConfig::validate(self)
     }
-    // One host read for every finiteness check.
-    let mut finite = pos
-        .f_isfinite()?
-        .f_all()?
-        .f_logical_and(&fx.f_isfinite()?.f_all()?)?;
-    if let Some(t) = t {
-        finite = finite.f_logical_and(&t.f_isfinite()?.f_all()?)?;
+
+    fn set_data_dims(&mut self, dims: DataDims) {
+        self.space_dim = dims.space_dim;
+        self.fun_dim = dims.fun_dim;
+        self.out_dim = dims.out_dim;
+        self.time_input = dims.time_input;
     }
-    if !bool::try_from(&finite)? {
-        return Err(Error::NonFinite {
-            op: OP,
-            what: "the input (pos, fx or T)",
-        });
+
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(self.init(path)?))
     }
-    Ok([b, n])
+
+    fn from_reference(json: &serde_json::Value) -> Result<Self> {
+        reference::config_from_reference(&json["config"])
+    }
 }
 
 impl NeuralOperator for Ono {
-    fn config(&self) -> ModelConfig {
-        self.cfg.into()
+    fn arch(&self) -> &'static str {
+        OnoConfig::ARCH
     }
 
     fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {

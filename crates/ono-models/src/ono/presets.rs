@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ono::{NnBlock, OnoConfig};
+use super::config::{NnBlock, OnoConfig};
 use crate::Error;
 
 /// A benchmark configuration of the paper.
@@ -142,7 +142,7 @@ impl FromStr for Preset {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Error> {
-        let norm = crate::registry::normalize_preset_name(s);
+        let norm = crate::arch::normalize_preset_name(s);
         Preset::ALL
             .into_iter()
             .find(|p| p.name() == norm || (norm == "ns" && *p == Preset::Ns2d))

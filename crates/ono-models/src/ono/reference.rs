@@ -18,7 +18,7 @@ use serde_json::Value;
 use tch::nn::VarStore;
 use tch::Tensor;
 
-use crate::ono::{NnBlock, OnoConfig};
+use super::config::{NnBlock, OnoConfig};
 use crate::{Error, Result};
 use ono_nn::orthogonal::Orthogonalization;
 use ono_nn::weights::{self, NamedTensors};

@@ -1,8 +1,8 @@
 //! Presets of the pointwise MLP. The data set fixes the input and output channels, so a preset
 //! is only a size.
 
-use super::PointwiseMlpConfig;
-use crate::registry::normalize_preset_name;
+use super::config::PointwiseMlpConfig;
+use crate::arch::normalize_preset_name;
 use crate::{Error, Result};
 
 /// The preset names: `default` (width 128, 4 hidden layers, about the depth of the ONO presets'
@@ -33,5 +33,12 @@ pub(crate) fn by_name(name: &str) -> Result<PointwiseMlpConfig> {
             "unknown mlp preset {name:?}; known: {}",
             NAMES.join(", ")
         ))),
+    }
+}
+
+impl Default for PointwiseMlpConfig {
+    /// The `default` preset.
+    fn default() -> Self {
+        base()
     }
 }
