@@ -238,13 +238,15 @@ fn cargo(env: &TorchEnv) -> Command {
     cmd
 }
 
-/// Builds `examples/downstream` and runs its binary as a user would: directly, not through
-/// `cargo run` (which sets `LD_LIBRARY_PATH`), and with `LD_LIBRARY_PATH` removed, so that it
-/// starts only if ono-link gave it a RUNPATH to libtorch.
+/// Runs the binary of `examples/downstream` as a user would: directly, not through `cargo run`
+/// (which sets `LD_LIBRARY_PATH`), and with `LD_LIBRARY_PATH` removed, so that it starts only if
+/// ono-link gave it a RUNPATH to libtorch. The workspace test run has just built it (the package
+/// has integration tests); `test --workspace --no-run` makes sure of that with the test run's own
+/// feature set, where a `build -p` would resolve features anew and rebuild half the workspace.
 fn run_downstream_example(env: &TorchEnv) -> Result<()> {
     const PACKAGE: &str = "ono-downstream-example";
     let mut build = cargo(env);
-    build.args(["build", "-p", PACKAGE]);
+    build.args(["test", "--workspace", "--no-run"]);
     run(build)?;
     let exe = target_dir().join("debug").join(PACKAGE);
     let mut cmd = Command::new(&exe);
