@@ -23,7 +23,7 @@ pub struct DataDims {
 }
 
 /// What a configuration of one architecture provides. The associated functions (`Sized`) give
-/// its presets; the rest is what [`ModelConfig`] dispatches to.
+/// its presets; the rest is what [`ModelConfig`](crate::ModelConfig) dispatches to.
 pub trait ArchConfig: std::fmt::Debug + Serialize + DeserializeOwned + Clone + PartialEq {
     /// The `arch` name.
     const ARCH: &'static str;

@@ -1,9 +1,9 @@
-//! The model trait every architecture implements, the one input type they all take, and
-//! [`Model`], which owns a built operator with its variables.
+//! The model trait every architecture implements and the one input type they all take
+//! ([`Model`](crate::Model) owns a built operator with its variables).
 //!
 //! An architecture is a type implementing [`NeuralOperator`] (forward, plus the hooks whose
 //! defaults suit a stateless model) and a configuration implementing
-//! `ArchConfig` (`registry.rs`), whose registry names it.
+//! [`ArchConfig`](crate::ArchConfig) (`arch.rs`), which the registry (`registry.rs`) names.
 
 use std::path::Path as FsPath;
 
@@ -147,8 +147,9 @@ pub type LossError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub type LossFn<'l> = dyn FnMut(&Tensor) -> std::result::Result<Tensor, LossError> + 'l;
 
 /// A neural operator: maps a [`ModelInput`] to the output function at the output points
-/// (`query` if given, else `pos`). Built by `ArchConfig::build` (`registry.rs`)
-/// on a `tch::nn::Path`; the variables live in the caller's `VarStore` ([`Model`] owns both).
+/// (`query` if given, else `pos`). Built by [`ArchConfig::build`](crate::ArchConfig::build) on a
+/// `tch::nn::Path`; the variables live in the caller's `VarStore` ([`Model`](crate::Model) owns
+/// both).
 pub trait NeuralOperator: std::fmt::Debug + Send {
     /// The architecture's name (`ono`, `mlp`, …), as in the registry.
     fn arch(&self) -> &'static str;
