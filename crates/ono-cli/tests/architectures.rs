@@ -12,7 +12,10 @@ use ono_data::dataset::TensorDataset;
 use ono_train::checkpoint::Checkpoint;
 use tch::Tensor;
 
-use common::{mean_field_error, mean_rel_l2, model_and_optimizer, ono, temp_dir, train_then_kill};
+use common::{
+    mean_field_error, mean_rel_l2, model_and_optimizer, ono, predict_file, predict_split, temp_dir,
+    train_then_kill,
+};
 
 fn fixtures() -> PathBuf {
     ono_testing::fixtures_dir()
@@ -128,26 +131,7 @@ fn the_pointwise_mlp_learns_darcy_resumes_after_kill_nine_evals_and_predicts() {
     ok(&out);
     let e = json(&out)["test_rel_l2"].as_f64().unwrap();
     assert!((e - final_err).abs() < 1e-6, "{e} vs {final_err}");
-    let input = dir.join("input.safetensors");
-    ono_data::dataset::write_tensors_atomic(
-        &input,
-        &[
-            ("fx".into(), ds.test.fx.shallow_clone()),
-            ("pos".into(), ds.test.pos.shallow_clone()),
-        ],
-    )
-    .unwrap();
-    let output = dir.join("pred.safetensors");
-    ok(&ono()
-        .arg("predict")
-        .arg(&last)
-        .arg("--input")
-        .arg(&input)
-        .arg("--output")
-        .arg(&output)
-        .output()
-        .unwrap());
-    let pred = &Tensor::read_safetensors(&output).unwrap()[0].1;
+    let pred = &predict_split(&last, &ds.test, &dir);
     assert_eq!(pred.size(), ds.test.y.size());
     let rel = mean_rel_l2(pred, &ds.test.y);
     assert!((rel - final_err).abs() < 1e-4, "{rel} vs {final_err}");
@@ -184,17 +168,7 @@ fn a_checkpoint_from_before_the_registry_evals_and_predicts_the_same() {
         "{new_err} vs {old_err}"
     );
 
-    let output = dir.join("pred.safetensors");
-    ok(&ono()
-        .arg("predict")
-        .arg(&ckpt)
-        .arg("--input")
-        .arg(legacy.join("input.safetensors"))
-        .arg("--output")
-        .arg(&output)
-        .output()
-        .unwrap());
-    let new = &Tensor::read_safetensors(&output).unwrap()[0].1;
+    let new = &predict_file(&ckpt, &legacy.join("input.safetensors"), &dir);
     let old = &Tensor::read_safetensors(legacy.join("pred_old.safetensors")).unwrap()[0].1;
     assert_eq!(new.size(), old.size());
     let diff = (new - old).abs().max().double_value(&[]);

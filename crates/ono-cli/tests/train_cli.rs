@@ -9,7 +9,9 @@ use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
 use ono_train::checkpoint::Checkpoint;
 use tch::{Device, Kind, Tensor};
 
-use common::{mean_field_error, model_and_optimizer, ono, temp_dir, train_then_kill};
+use common::{
+    mean_field_error, model_and_optimizer, ono, predict_split, temp_dir, train_then_kill,
+};
 
 /// A smooth-field operator on an s×s grid: y = a blurred, shifted copy of fx plus a product
 /// term; enough structure to learn, nothing to solve.
@@ -358,31 +360,7 @@ lr = 0.005
     );
 
     // `ono predict` writes predictions of the inputs' shape; they score the same error.
-    let input = dir.join("input.safetensors");
-    ono_data::dataset::write_tensors_atomic(
-        &input,
-        &[
-            ("fx".into(), ds.test.fx.shallow_clone()),
-            ("pos".into(), ds.test.pos.shallow_clone()),
-        ],
-    )
-    .unwrap();
-    let output = dir.join("pred.safetensors");
-    let out = ono()
-        .arg("predict")
-        .arg(&ckpt)
-        .arg("--input")
-        .arg(&input)
-        .arg("--output")
-        .arg(&output)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pred = &Tensor::read_safetensors(&output).unwrap()[0].1;
+    let pred = &predict_split(&ckpt, &ds.test, &dir);
     assert_eq!(pred.size(), ds.test.y.size());
     let b = pred.size()[0];
     let y = ds.test.y.to_kind(Kind::Float);

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use tch::nn::VarStore;
-use tch::{Device, Kind};
+use tch::Device;
 
 use crate::model::Model;
 use crate::registry::ModelConfig;
@@ -59,15 +59,7 @@ pub fn load(path: &Path, device: Device) -> Result<Model> {
         .ok_or_else(|| bad(format!("no {CONFIG_KEY} metadata")))?;
     let cfg: ModelConfig =
         serde_json::from_str(text).map_err(|e| bad(format!("configuration: {e}")))?;
-    // The first floating tensor decides the kind (float32 unless saved in float64).
-    let kind = tensors
-        .values()
-        .find(|t| t.is_floating_point())
-        .map(|t| t.kind())
-        .unwrap_or(Kind::Float);
-    let model = Model::new(&cfg, device, kind)?;
-    model.load_tensors(&tensors, path)?;
-    Ok(model)
+    Model::from_tensors(&cfg, &tensors, device, path)
 }
 
 impl Model {

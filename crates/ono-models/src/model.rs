@@ -17,6 +17,7 @@ pub struct Model {
     vs: VarStore,
     net: Box<dyn NeuralOperator>,
     config: ModelConfig,
+    kind: Kind,
 }
 
 impl Model {
@@ -42,7 +43,26 @@ impl Model {
             vs,
             net,
             config: config.clone(),
+            kind,
         })
+    }
+
+    /// Builds the model from `config` and copies in `tensors` (every variable by our names,
+    /// strictly), in the floating kind they were saved in (float32 unless float64): what model
+    /// files and checkpoints load through. `origin` names the file in errors.
+    pub fn from_tensors(
+        config: &ModelConfig,
+        tensors: &NamedTensors,
+        device: Device,
+        origin: &Path,
+    ) -> Result<Self> {
+        let kind = tensors
+            .values()
+            .find(|t| t.is_floating_point())
+            .map_or(Kind::Float, |t| t.kind());
+        let model = Self::new(config, device, kind)?;
+        model.load_tensors(tensors, origin)?;
+        Ok(model)
     }
 
     /// The configuration.
@@ -72,11 +92,7 @@ impl Model {
 
     /// The floating kind of the parameters (inputs are cast to it by the caller).
     pub fn kind(&self) -> Kind {
-        self.vs
-            .trainable_variables()
-            .first()
-            .map(|t| t.kind())
-            .unwrap_or(Kind::Float)
+        self.kind
     }
 
     /// Trainable scalars (buffers excluded), as PyTorch's `sum(p.numel() for p in

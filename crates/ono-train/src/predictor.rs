@@ -31,15 +31,7 @@ impl Predictor {
     pub fn from_checkpoint(path: &Path, device: Device) -> Result<(Self, TrainState)> {
         let ckpt = Checkpoint::load(path)?;
         let st = &ckpt.state;
-        let model_tensors = ckpt.section("model.");
-        // The checkpoint's floating kind decides the model's.
-        let kind = model_tensors
-            .values()
-            .find(|t| t.is_floating_point())
-            .map(|t| t.kind())
-            .unwrap_or(Kind::Float);
-        let model = Model::new(&st.model, device, kind)?;
-        model.load_tensors(&model_tensors, path)?;
+        let model = Model::from_tensors(&st.model, &ckpt.section("model."), device, path)?;
         let x_norm = Normalizer::from_tensors(st.normalize_x, "norm.x.", &ckpt.tensors)?;
         let y_norm = Normalizer::from_tensors(st.normalize_y, "norm.y.", &ckpt.tensors)?;
         Ok((

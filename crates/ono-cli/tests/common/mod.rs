@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ono_data::dataset::TensorDataset;
+use ono_data::dataset::{Split, TensorDataset};
 use ono_train::checkpoint::Checkpoint;
 use tch::{Kind, Tensor};
 
@@ -86,4 +86,40 @@ pub fn train_then_kill(config: &Path, sidecar: &Path, ready: impl Fn(&serde_json
     }
     child.kill().unwrap(); // SIGKILL on Unix
     child.wait().unwrap();
+}
+
+/// `ono predict CHECKPOINT --input INPUT` into `dir/pred.safetensors`; the `pred` it wrote.
+pub fn predict_file(checkpoint: &Path, input: &Path, dir: &Path) -> Tensor {
+    let output = dir.join("pred.safetensors");
+    let out = ono()
+        .arg("predict")
+        .arg(checkpoint)
+        .arg("--input")
+        .arg(input)
+        .arg("--output")
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Tensor::read_safetensors(&output).unwrap()[0]
+        .1
+        .shallow_clone()
+}
+
+/// [`predict_file`] on the inputs (`fx`, `pos`) of a split, written to `dir/input.safetensors`.
+pub fn predict_split(checkpoint: &Path, split: &Split, dir: &Path) -> Tensor {
+    let input = dir.join("input.safetensors");
+    ono_data::dataset::write_tensors_atomic(
+        &input,
+        &[
+            ("fx".into(), split.fx.shallow_clone()),
+            ("pos".into(), split.pos.shallow_clone()),
+        ],
+    )
+    .unwrap();
+    predict_file(checkpoint, &input, dir)
 }
