@@ -43,6 +43,12 @@ pub trait ArchConfig: std::fmt::Debug + Serialize + DeserializeOwned + Clone + P
     /// Builds the operator on `path`, with the architecture's initialisation.
     fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>>;
 
+    /// Whether a reference fixture (its JSON sidecar) is a case of this architecture: by default
+    /// when its `family` is the `arch` name.
+    fn claims_reference(json: &serde_json::Value) -> bool {
+        json["family"].as_str() == Some(Self::ARCH)
+    }
+
     /// The configuration from a reference fixture's JSON (its constructor arguments), for
     /// `ono check-reference`.
     fn from_reference(json: &serde_json::Value) -> Result<Self> {

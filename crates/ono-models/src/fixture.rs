@@ -1,18 +1,34 @@
-//! Checks a port against reference fixtures laid out as `fixtures/ono` (see its README), for any
-//! architecture the fixture's JSON names (`family`, ONO when absent):
-//! `CASE.safetensors` with `param.*`, `input.*`, `output.*`, `loss.train`, `grad.*`, `after_pass3.*`
-//! and their `f64.*` copies, and `CASE.json` with the constructor arguments and tolerances.
+//! Checks a port against reference fixtures, for any architecture that claims the fixture's JSON
+//! ([`ModelConfig::reference_arch`]: ONO when it names no `family`). Two layouts:
 //!
-//! The procedure mirrors the one that made the fixtures:
+//! **ONO** (`fixtures/ono`, JSON with `suggested_tolerances`): `CASE.safetensors` with
+//! `param.*`, `input.*`, `output.*`, `loss.train`, `grad.*`, `after_pass3.*` and their `f64.*`
+//! copies. The procedure mirrors the one that made the fixtures:
 //! 1. load `param.*`, forget the statistics, and run two training passes without gradients; the
 //!    EMA covariances (or BatchNorm statistics) must equal the fixture's buffers;
 //! 2. load the fixture's buffers, then compare the eval output, the training output of pass 3, its
 //!    loss (Σ_b relative L2), every gradient, and the buffers after pass 3.
 //!
-//! Errors are normwise: max|port − ref| / max|ref| per tensor; for gradients the denominator is the
-//! largest |grad| over all parameters of the case (as the fixtures' tolerances are defined).
+//! Gradient errors are max|port − ref| over the largest |grad| of all parameters of the case.
+//!
+//! **state_dict** (`fixtures/fno`, `geofno`, `ffno`, `ufno` and the later families): `param.<the
+//! reference state_dict name>` (complex weights as `<name>.view_as_real`, which is exactly our
+//! (…, 2) layout), `input.*` for the reference's forward signature
+//! ([`NeuralOperator::reference_forward`](crate::NeuralOperator::reference_forward)), `input.y`,
+//! `output.eval`, `output.eval_f64`, optionally `output.train`, `loss.train` and `grad.*`:
+//! 1. load `param.*`, reset the running statistics, one training forward: compare
+//!    `output.train` (if stored), `loss.train` (Σ_b relative L2 against `input.y`), the
+//!    statistics it updated against the stored buffers, and every gradient (a parameter the
+//!    forward does not use must get none or zeros);
+//! 2. the eval forward with those statistics: compare `output.eval`.
+//!
+//! In float64 only `output.eval_f64` exists to compare with. Every error is per tensor,
+//! max|port − ref| / max|ref|; the bounds are the JSON's `tolerances` (`output_rel`,
+//! `output_train_rel` for the training output and the updated buffers, `grad_rel`,
+//! `grad_rel_overrides` per gradient; `grad_not_comparable` gradients are reported but not
+//! bounded).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -36,6 +52,11 @@ pub struct Tolerances {
     /// Per-parameter gradient tolerances by reference name (`tolerances.grad_rel_overrides` of a
     /// case), replacing `grads` for those parameters.
     pub grad_overrides: BTreeMap<String, f64>,
+    /// The training output and the running statistics it updates (`output_train_rel`), where
+    /// looser than `outputs`.
+    pub train_outputs: Option<f64>,
+    /// Gradients float32 cannot resolve (`grad_not_comparable`): reported, not bounded.
+    pub not_comparable: BTreeSet<String>,
 }
 
 /// The float64 tolerances of the fixtures' README: 1e-9 on outputs, 1e-8 on gradients.
@@ -43,6 +64,8 @@ pub const F64_TOLERANCES: Tolerances = Tolerances {
     outputs: 1e-9,
     grads: 1e-8,
     grad_overrides: BTreeMap::new(),
+    train_outputs: None,
+    not_comparable: BTreeSet::new(),
 };
 
 /// One compared quantity.
@@ -115,9 +138,17 @@ impl fmt::Display for Report {
     }
 }
 
+/// How a fixture's tensors are laid out (module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    Ono,
+    StateDict,
+}
+
 /// One fixture case: its configuration, sidecar JSON and tensors.
 pub struct Fixture {
     pub name: String,
+    pub layout: Layout,
     /// The architecture the case is of.
     pub config: ModelConfig,
     pub json: Value,
@@ -139,24 +170,39 @@ impl Fixture {
         let text = std::fs::read_to_string(json).map_err(|e| fixture_err(json, e.to_string()))?;
         let json_value: Value =
             serde_json::from_str(&text).map_err(|e| fixture_err(json, e.to_string()))?;
-        let arch = json_value["family"].as_str().unwrap_or("ono");
-        if !ARCHS.contains(&arch) {
+        let Some(arch) = ModelConfig::reference_arch(&json_value) else {
             return Err(Error::Config(format!(
-                "{}: the fixture's family `{arch}` (model class {}) has no architecture in this \
-                 build (known: {})",
+                "{}: no architecture in this build takes the fixture's family {} (model class \
+                 {}); known: {}",
                 json.display(),
+                json_value["family"],
                 json_value["model_class"],
                 ARCHS.join(", ")
             )));
-        }
+        };
         let config = ModelConfig::from_reference(arch, &json_value)?;
-        let (tensors, _) = read_safetensors(safetensors)?;
+        let layout = if json_value.get("suggested_tolerances").is_some() {
+            Layout::Ono
+        } else {
+            Layout::StateDict
+        };
+        let (mut tensors, _) = read_safetensors(safetensors)?;
+        if layout == Layout::StateDict {
+            tensors = tensors
+                .into_iter()
+                .map(|(k, t)| match k.strip_suffix(".view_as_real") {
+                    Some(base) => (base.to_string(), t),
+                    None => (k, t),
+                })
+                .collect();
+        }
         let name = json_value["case"]
             .as_str()
             .map(str::to_string)
             .unwrap_or_else(|| safetensors.display().to_string());
         Ok(Self {
             name,
+            layout,
             config,
             json: json_value,
             tensors,
@@ -173,7 +219,7 @@ impl Fixture {
             return Ok(Tolerances {
                 outputs,
                 grads,
-                grad_overrides: BTreeMap::new(),
+                ..Tolerances::default()
             });
         }
         let t = &self.json["tolerances"];
@@ -193,10 +239,27 @@ impl Fixture {
                 grad_overrides.insert(name.clone(), tol);
             }
         }
+        let not_comparable = match &t["grad_not_comparable"] {
+            Value::Null => BTreeSet::new(),
+            v => v["names"]
+                .as_array()
+                .or_else(|| v.as_array())
+                .ok_or_else(|| {
+                    fixture_err(&self.path, "tolerances.grad_not_comparable lists no names")
+                })?
+                .iter()
+                .map(|n| n.as_str().map(str::to_string))
+                .collect::<Option<BTreeSet<_>>>()
+                .ok_or_else(|| {
+                    fixture_err(&self.path, "tolerances.grad_not_comparable: a name is not text")
+                })?,
+        };
         Ok(Tolerances {
             outputs,
             grads,
             grad_overrides,
+            train_outputs: t["output_train_rel"].as_f64(),
+            not_comparable,
         })
     }
 
@@ -207,7 +270,7 @@ impl Fixture {
             (Some(outputs), Some(grads)) => Tolerances {
                 outputs,
                 grads,
-                grad_overrides: BTreeMap::new(),
+                ..Tolerances::default()
             },
             _ => F64_TOLERANCES,
         }
@@ -240,8 +303,150 @@ fn normwise(a: &Tensor, b: &Tensor, denominator: Option<f64>) -> Result<f64> {
 }
 
 /// Runs the procedure of the module documentation in `kind` (Float against the float32
-/// references, Double against `f64.*`) on `device`.
+/// references, Double against the float64 ones) on `device`.
 pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: &Tolerances) -> Result<Report> {
+    match fixture.layout {
+        Layout::Ono => check_ono(fixture, kind, device, tol),
+        Layout::StateDict => check_state_dict(fixture, kind, device, tol),
+    }
+}
+
+fn check_state_dict(
+    fixture: &Fixture,
+    kind: Kind,
+    device: Device,
+    tol: &Tolerances,
+) -> Result<Report> {
+    if !matches!(kind, Kind::Float | Kind::Double) {
+        return Err(Error::Config(format!("reference check in {kind:?}")));
+    }
+    let model = Model::new(&fixture.config, device, kind)?;
+    model.import_reference(&fixture.tensors, "param.", &fixture.path)?;
+    let op = model.operator();
+    let mut inputs = NamedTensors::new();
+    for (key, t) in fixture.tensors.range("input.".to_string()..) {
+        let Some(name) = key.strip_prefix("input.") else {
+            break;
+        };
+        if name != "y" {
+            let t = if t.is_floating_point() {
+                t.f_to_kind(kind)?
+            } else {
+                t.shallow_clone()
+            };
+            inputs.insert(name.to_string(), t.f_to_device(device)?);
+        }
+    }
+    let mut checks = Vec::new();
+    let mut push = |name: String, error: f64, tolerance: f64| {
+        checks.push(Check {
+            name,
+            error,
+            tolerance,
+        })
+    };
+    let compare_output = |out: &Tensor, key: &str| -> Result<f64> {
+        let reference = fixture.get(key)?;
+        let out = if out.numel() == reference.numel() {
+            out.f_reshape(reference.size())?
+        } else {
+            out.shallow_clone()
+        };
+        normwise(&out, reference, None)
+    };
+
+    if kind == Kind::Double {
+        let eval = tch::no_grad(|| op.reference_forward(&inputs, false))?;
+        push(
+            "output.eval_f64".into(),
+            compare_output(&eval, "output.eval_f64")?,
+            tol.outputs,
+        );
+        return Ok(Report {
+            case: fixture.name.clone(),
+            kind,
+            checks,
+        });
+    }
+
+    // 1. One training pass from reset statistics.
+    let train_tol = tol.train_outputs.unwrap_or(tol.outputs);
+    model.reset_statistics()?;
+    let train = op.reference_forward(&inputs, true)?;
+    if fixture.tensors.contains_key("output.train") {
+        push(
+            "output.train".into(),
+            compare_output(&train, "output.train")?,
+            train_tol,
+        );
+    }
+    let y = fixture.get("input.y")?.f_to_device(device)?.f_to_kind(kind)?;
+    let b = y.size().first().copied().unwrap_or(1);
+    let loss = relative_l2(
+        &train.f_reshape([b, -1])?,
+        &y.f_reshape([b, -1])?,
+        Reduction::Sum,
+        None,
+    )?;
+    push(
+        "loss.train".into(),
+        normwise(&loss, fixture.get("loss.train")?, None)?,
+        tol.outputs,
+    );
+    let vars = model.var_store().variables();
+    let mut vars: Vec<(&String, &Tensor)> = vars
+        .iter()
+        .filter(|(n, _)| op.reference_name(n).is_some())
+        .collect();
+    vars.sort_by(|a, b| a.0.cmp(b.0));
+    for (name, var) in vars.iter().filter(|(_, v)| !v.requires_grad()) {
+        let reference = op.reference_name(name).unwrap_or(name);
+        let exact = var.kind() == Kind::Int64;
+        push(
+            format!("buffer {reference}"),
+            normwise(var, fixture.get(&format!("param.{reference}"))?, None)?,
+            if exact { 0.0 } else { train_tol },
+        );
+    }
+    loss.f_backward()?;
+    for (name, var) in vars.iter().filter(|(_, v)| v.requires_grad()) {
+        let reference = op.reference_name(name).unwrap_or(name);
+        let grad = var.grad();
+        let grad = if grad.defined() {
+            grad
+        } else {
+            var.f_zeros_like()?
+        };
+        let tolerance = if tol.not_comparable.contains(reference) {
+            f64::INFINITY
+        } else {
+            tol.grad_overrides
+                .get(reference)
+                .copied()
+                .unwrap_or(tol.grads)
+        };
+        push(
+            format!("grad.{reference}"),
+            normwise(&grad, fixture.get(&format!("grad.{reference}"))?, None)?,
+            tolerance,
+        );
+    }
+
+    // 2. Evaluation with the statistics of that pass.
+    let eval = tch::no_grad(|| op.reference_forward(&inputs, false))?;
+    push(
+        "output.eval".into(),
+        compare_output(&eval, "output.eval")?,
+        tol.outputs,
+    );
+    Ok(Report {
+        case: fixture.name.clone(),
+        kind,
+        checks,
+    })
+}
+
+fn check_ono(fixture: &Fixture, kind: Kind, device: Device, tol: &Tolerances) -> Result<Report> {
     let f64_mode = match kind {
         Kind::Float => false,
         Kind::Double => true,

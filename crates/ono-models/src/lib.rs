@@ -4,14 +4,16 @@
 //! - [`NeuralOperator`] (`operator.rs`): what every architecture implements, on one input type,
 //!   [`ModelInput`];
 //! - [`ModelConfig`] (`registry.rs`): the configuration of any registered architecture
-//!   (`arch = "ono" | "mlp"`), with presets; [`Model`] (`model.rs`) builds and owns one;
+//!   (`arch = "ono" | "mlp" | "fno1d" | …`, [`ARCHS`]), with presets; [`Model`] (`model.rs`) builds and owns one;
 //! - one folder per architecture: [`ono`] (ONO, its cross-attention variant, presets, reference
-//!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor);
+//!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor), [`fno`] (FNO on
+//!   1-, 2- and 3-D grids, and Geo-FNO on structured meshes);
 //! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
 
 mod arch;
 mod error;
 pub mod fixture;
+pub mod fno;
 pub mod io;
 mod model;
 pub mod ono;
@@ -21,6 +23,7 @@ pub mod registry;
 
 pub use arch::{ArchConfig, DataDims};
 pub use error::{Error, Result};
+pub use fno::{Fno, FnoConfig, FnoSettings};
 pub use model::Model;
 pub use ono::{NnBlock, Ono, OnoConfig, OnoCross, Preset};
 pub use operator::{

@@ -189,6 +189,18 @@ pub trait NeuralOperator: std::fmt::Debug + Send {
         Ok(())
     }
 
+    /// The reference implementation's own forward signature on a fixture's inputs (`input.*`
+    /// without the prefix, the target `y` left out), for fixtures in the `state_dict` layout
+    /// (`fixtures/fno` and its neighbours; see [`fixture`](crate::fixture)). The output holds the
+    /// reference output's elements in its order, in any shape.
+    fn reference_forward(&self, inputs: &NamedTensors, train: bool) -> Result<Tensor> {
+        let _ = (inputs, train);
+        Err(Error::Unsupported {
+            arch: self.arch(),
+            what: "reference fixtures in the state_dict layout",
+        })
+    }
+
     /// The reference implementation's name of one of our variables, or `None` where the
     /// reference has no counterpart. The identity by default.
     fn reference_name<'n>(&self, ours: &'n str) -> Option<&'n str> {

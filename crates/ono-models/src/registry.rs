@@ -59,7 +59,15 @@ macro_rules! registry {
                 Err(unknown_arch(arch))
             }
 
-            /// The configuration of a reference fixture whose family is `arch`.
+            /// The architecture that claims a reference fixture (its JSON sidecar), if any.
+            pub fn reference_arch(json: &serde_json::Value) -> Option<&'static str> {
+                $(if <$config as ArchConfig>::claims_reference(json) {
+                    return Some(<$config as ArchConfig>::ARCH);
+                })*
+                None
+            }
+
+            /// The configuration of a reference fixture of architecture `arch`.
             pub fn from_reference(arch: &str, json: &serde_json::Value) -> Result<Self> {
                 $(if arch == <$config as ArchConfig>::ARCH {
                     return <$config as ArchConfig>::from_reference(json).map(Self::$variant);
@@ -110,6 +118,9 @@ macro_rules! registry {
 registry! {
     Ono(crate::ono::OnoConfig),
     Mlp(crate::pointwise::PointwiseMlpConfig),
+    Fno1d(crate::fno::FnoConfig<1>),
+    Fno2d(crate::fno::FnoConfig<2>),
+    Fno3d(crate::fno::FnoConfig<3>),
 }
 
 fn unknown_arch(arch: &str) -> Error {

@@ -1,17 +1,20 @@
 //! Layers and blocks of neural operators on `tch::nn::Path`: linear layers with the reference
 //! initialisations, MLPs, norms, multi-head attention modules, the pre-norm transformer block and
-//! the orthogonal attention block of ONO.
+//! the orthogonal attention block of ONO, convolutions and the FNO Fourier layer.
 //!
 //! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
 //! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
 
 pub mod attention;
+pub mod conv;
+pub mod grid;
 mod error;
 pub mod linear;
 pub mod loss;
 pub mod mlp;
 pub mod norm;
 pub mod orthogonal;
+pub mod spectral_conv;
 pub mod time_embedding;
 pub mod transformer_block;
 pub mod weights;

@@ -1,4 +1,4 @@
-//! LayerNorm and BatchNorm1d with PyTorch's defaults and parameter names.
+//! LayerNorm and BatchNorm (`nn.BatchNorm1d/2d/3d`) with PyTorch's defaults and parameter names.
 
 use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
@@ -41,11 +41,11 @@ impl LayerNorm {
     }
 }
 
-/// BatchNorm1d over channels with running statistics (`running_mean`, `running_var`,
+/// BatchNorm over the channels of (B, C, …) (PyTorch's `BatchNorm1d/2d/3d`) with running statistics (`running_mean`, `running_var`,
 /// `num_batches_tracked`, all non-trainable, saved with the model). Momentum 0.1, eps 1e-5; the
 /// running variance is updated with the unbiased batch variance, as PyTorch does.
 #[derive(Debug)]
-pub struct BatchNorm1d {
+pub struct BatchNorm {
     pub weight: Tensor,
     pub bias: Tensor,
     pub running_mean: Tensor,
@@ -56,7 +56,7 @@ pub struct BatchNorm1d {
     eps: f64,
 }
 
-impl BatchNorm1d {
+impl BatchNorm {
     pub fn new(path: &Path, channels: i64) -> Self {
         let dev = path.device();
         Self {
@@ -83,6 +83,17 @@ impl BatchNorm1d {
         }
     }
 
+    fn check(&self, size: &[i64]) -> Result<()> {
+        if size.len() < 2 || size[1] != self.channels {
+            return Err(Error::Shape {
+                op: "BatchNorm",
+                expected: format!("(B, {}, …)", self.channels),
+                got: size.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
     /// PyTorch's `reset_running_stats`: mean 0, variance 1, no batches tracked.
     pub fn reset_running_stats(&self) -> Result<()> {
         let _guard = tch::no_grad_guard();
@@ -92,21 +103,15 @@ impl BatchNorm1d {
         Ok(())
     }
 
-    /// Training mode normalizes with the batch statistics over (B, L) and updates the running ones
+    /// Training mode normalizes with the batch statistics over every axis but C and updates the running ones
     /// in place; eval mode uses the running statistics.
     ///
     /// # Shapes
-    /// - `x`: (B, C, L) or (B, C)
+    /// - `x`: (B, C, …)
     /// - returns: the shape of `x`
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
         let size = x.size();
-        if !(size.len() == 2 || size.len() == 3) || size[1] != self.channels {
-            return Err(Error::Shape {
-                op: "BatchNorm1d",
-                expected: format!("(B, {}, L) or (B, {})", self.channels, self.channels),
-                got: size,
-            });
-        }
+        self.check(&size)?;
         if train {
             let _ = tch::no_grad(|| self.num_batches_tracked.shallow_clone().f_add_scalar_(1))?;
         }
@@ -126,17 +131,11 @@ impl BatchNorm1d {
     /// and `num_batches_tracked` unchanged.
     ///
     /// # Shapes
-    /// - `x`: (B, C, L) or (B, C)
+    /// - `x`: (B, C, …)
     /// - returns: the shape of `x`
     pub fn forward_batch_statistics(&self, x: &Tensor) -> Result<Tensor> {
         let size = x.size();
-        if !(size.len() == 2 || size.len() == 3) || size[1] != self.channels {
-            return Err(Error::Shape {
-                op: "BatchNorm1d",
-                expected: format!("(B, {}, L) or (B, {})", self.channels, self.channels),
-                got: size,
-            });
-        }
+        self.check(&size)?;
         Ok(x.f_batch_norm(
             Some(&self.weight),
             Some(&self.bias),

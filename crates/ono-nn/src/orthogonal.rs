@@ -17,7 +17,7 @@ use tch::Tensor;
 
 use crate::linear::{Linear, LinearConfig};
 use crate::mlp::{Mlp, MlpConfig};
-use crate::norm::{BatchNorm1d, LayerNorm};
+use crate::norm::{BatchNorm, LayerNorm};
 use crate::transformer_block::{TransformerBlock, TransformerBlockConfig};
 use crate::{Error, Result};
 use ono_kernels::ema::EmaCovariance;
@@ -93,7 +93,7 @@ impl OrthogonalBlockConfig {
                 self.momentum,
                 path.kind(),
             )?),
-            Orthogonalization::BatchNorm => PsiNorm::Batch(BatchNorm1d::new(&(path / "bn"), k)),
+            Orthogonalization::BatchNorm => PsiNorm::Batch(BatchNorm::new(&(path / "bn"), k)),
             Orthogonalization::LayerNorm => PsiNorm::Layer(LayerNorm::new(&(path / "ln_psi"), k)),
             Orthogonalization::None => PsiNorm::None,
         };
@@ -138,7 +138,7 @@ impl OrthogonalBlockConfig {
 #[derive(Debug)]
 enum PsiNorm {
     Whiten(EmaCovariance),
-    Batch(BatchNorm1d),
+    Batch(BatchNorm),
     Layer(LayerNorm),
     None,
 }

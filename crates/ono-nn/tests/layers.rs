@@ -3,7 +3,7 @@
 
 use ono_nn::attention::{AttentionConfig, AttentionKind};
 use ono_nn::loss::{relative_l2, Reduction};
-use ono_nn::norm::BatchNorm1d;
+use ono_nn::norm::BatchNorm;
 use ono_nn::time_embedding::sinusoidal;
 use ono_nn::{Error, LinearConfig};
 use ono_testing::{assert_close, seeded};
@@ -80,7 +80,7 @@ fn masked_relative_l2_equals_the_unpadded_samples_alone() {
 fn batch_norm_updates_running_statistics_like_pytorch() {
     seeded(2);
     let vs = VarStore::new(Device::Cpu);
-    let bn = BatchNorm1d::new(&vs.root(), 3);
+    let bn = BatchNorm::new(&vs.root(), 3);
     let x = Tensor::randn([4, 3, 5], (Kind::Float, Device::Cpu));
     let y = bn.forward(&x, true).unwrap();
     let dims = &[0i64, 2][..];

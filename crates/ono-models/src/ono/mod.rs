@@ -153,6 +153,12 @@ impl ArchConfig for OnoConfig {
         Ok(Box::new(self.init(path)?))
     }
 
+    /// The ONO fixtures name no family.
+    fn claims_reference(json: &serde_json::Value) -> bool {
+        matches!(json.get("family"), None | Some(serde_json::Value::Null))
+            || json["family"].as_str() == Some(Self::ARCH)
+    }
+
     fn from_reference(json: &serde_json::Value) -> Result<Self> {
         reference::config_from_reference(&json["config"])
     }
