@@ -32,7 +32,7 @@ fn geofno_plasticity_small() {
 
 #[test]
 fn perturbed_weights_are_caught() {
-    perturbed_weight_is_caught("fno", "fno2d_small", "conv1.weights2");
+    perturbed_weight_is_caught("fno", "fno2d_small", "conv1.weights1");
     perturbed_weight_is_caught("fno", "fno1d_small", "w3.bias");
     perturbed_weight_is_caught("geofno", "plasticity_geofno_small", "fc0.weight");
 }
