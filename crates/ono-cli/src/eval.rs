@@ -38,11 +38,13 @@ pub fn run(checkpoint: PathBuf, data: Option<PathBuf>, dev: &str, batch: i64) ->
     );
     let ysz = ds.test.y.size();
     let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
-    let split = normalized(&ds.test, &p.x_norm, dev, p.kind())?;
-    // The grid of the evaluated data (another resolution than the training data's is fine).
+    // The grid of the evaluated data: another resolution than the training data's is fine
+    // (pointwise normalizers are interpolated onto it).
+    let (x_norm, y_norm) = p.normalizers_for(ds.grid.as_deref())?;
+    let split = normalized(&ds.test, &x_norm, dev, p.kind())?;
     let errs = evaluate(
         &p.model,
-        &p.y_norm,
+        &y_norm,
         &split,
         p.regime,
         ds.grid.as_deref(),

@@ -1,5 +1,6 @@
 //! AdamW (decoupled weight decay), numerically PyTorch's `torch.optim.AdamW`, with parameter
-//! groups and a state that can be saved and restored.
+//! groups and a state that can be saved and restored; with `l2_weight_decay` it is
+//! `torch.optim.Adam` (the decay added to the gradient), the optimizer of the FNO scripts.
 //!
 //! Why not tch's optimizer: it cannot save its state, and it launches several kernels per
 //! parameter. Here each group's parameters are re-seated as views of one flat buffer, so a step
@@ -26,6 +27,11 @@ pub struct AdamWConfig {
     pub weight_decay: f64,
     /// Use the maximum of past second moments.
     pub amsgrad: bool,
+    /// `torch.optim.Adam`'s weight decay instead of AdamW's: g ← g + λ p before the moments
+    /// (L2 regularisation), no decoupled decay. Left out of the serialized form when false, so
+    /// the configurations of earlier runs read and compare unchanged.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub l2_weight_decay: bool,
 }
 
 impl Default for AdamWConfig {
@@ -36,6 +42,7 @@ impl Default for AdamWConfig {
             eps: 1e-8,
             weight_decay: 1e-2,
             amsgrad: false,
+            l2_weight_decay: false,
         }
     }
 }
@@ -433,8 +440,8 @@ pub struct AdamWState {
     pub groups: Vec<AdamWConfig>,
 }
 
-/// PyTorch's single-tensor AdamW update, in place, with the bias corrections of the current β1
-/// (as PyTorch computes them when a scheduler cycles β1).
+/// PyTorch's single-tensor AdamW (or, with `l2_weight_decay`, Adam) update, in place, with the
+/// bias corrections of the current β1 (as PyTorch computes them when a scheduler cycles β1).
 fn update(
     hp: &AdamWConfig,
     step: u64,
@@ -445,7 +452,14 @@ fn update(
     max_exp_avg_sq: Option<&mut Tensor>,
 ) -> Result<()> {
     let (b1, b2) = hp.betas;
-    let _ = param.f_mul_scalar_(1.0 - hp.lr * hp.weight_decay)?;
+    let l2_grad;
+    let grad = if hp.l2_weight_decay {
+        l2_grad = grad.f_add(&param.f_mul_scalar(hp.weight_decay)?)?;
+        &l2_grad
+    } else {
+        let _ = param.f_mul_scalar_(1.0 - hp.lr * hp.weight_decay)?;
+        grad
+    };
     let _ = exp_avg.f_lerp_(grad, 1.0 - b1)?;
     let _ = exp_avg_sq.f_mul_scalar_(b2)?;
     let _ = exp_avg_sq.f_addcmul_(grad, &grad.f_mul_scalar(1.0 - b2)?)?;

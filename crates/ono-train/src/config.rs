@@ -171,10 +171,29 @@ pub enum ReductionName {
     Mean,
 }
 
+/// The optimizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerKind {
+    /// `torch.optim.AdamW` (ONO, NSL): decoupled weight decay.
+    #[default]
+    Adamw,
+    /// `torch.optim.Adam` (the FNO and Geo-FNO scripts): weight decay as an L2 term of the
+    /// gradient.
+    Adam,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
 /// AdamW and clipping; the paper's values by default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimizerSection {
+    /// `adamw` or `adam` (left out of the fingerprint when default, so earlier runs resume).
+    #[serde(skip_serializing_if = "is_default")]
+    pub kind: OptimizerKind,
     /// Peak learning rate.
     pub lr: f64,
     /// Decoupled weight decay.
@@ -190,6 +209,7 @@ pub struct OptimizerSection {
 impl Default for OptimizerSection {
     fn default() -> Self {
         Self {
+            kind: OptimizerKind::Adamw,
             lr: 1e-3,
             weight_decay: 1e-5,
             betas: (0.9, 0.999),
@@ -208,6 +228,7 @@ impl OptimizerSection {
             eps: self.eps,
             weight_decay: self.weight_decay,
             amsgrad: false,
+            l2_weight_decay: self.kind == OptimizerKind::Adam,
         }
     }
 }
@@ -234,6 +255,24 @@ pub struct ScheduleSection {
     pub max_momentum: f64,
     /// Three phases.
     pub three_phase: bool,
+    /// `step`: the rate is multiplied by `gamma` every `step_size` epochs.
+    #[serde(skip_serializing_if = "is_default_step_size")]
+    pub step_size: u64,
+    /// `step`: the factor.
+    #[serde(skip_serializing_if = "is_default_gamma")]
+    pub gamma: f64,
+}
+
+/// `StepLR(step_size = 100, gamma = 0.5)` of the FNO scripts.
+const STEP_SIZE: u64 = 100;
+const GAMMA: f64 = 0.5;
+
+fn is_default_step_size(v: &u64) -> bool {
+    *v == STEP_SIZE
+}
+
+fn is_default_gamma(v: &f64) -> bool {
+    *v == GAMMA
 }
 
 /// Which schedule.
@@ -244,6 +283,8 @@ pub enum ScheduleKind {
     OneCycle,
     /// The optimizer's lr throughout.
     Constant,
+    /// `StepLR` stepped once per epoch, as the FNO scripts: lr · gamma^⌊epoch / step_size⌋.
+    Step,
 }
 
 impl Default for ScheduleSection {
@@ -259,6 +300,8 @@ impl Default for ScheduleSection {
             base_momentum: d.base_momentum,
             max_momentum: d.max_momentum,
             three_phase: d.three_phase,
+            step_size: STEP_SIZE,
+            gamma: GAMMA,
         }
     }
 }
@@ -389,8 +432,17 @@ impl TrainConfig {
             }
         }
         self.optimizer.adamw().validate()?;
-        if self.schedule.kind == ScheduleKind::OneCycle {
-            self.one_cycle(1)?.validate()?;
+        match self.schedule.kind {
+            ScheduleKind::OneCycle => self.one_cycle(1)?.validate()?,
+            ScheduleKind::Step => {
+                if self.schedule.step_size == 0 {
+                    return Err(Error::config("schedule.step_size", "must be at least 1"));
+                }
+                if !(self.schedule.gamma.is_finite() && self.schedule.gamma > 0.0) {
+                    return Err(Error::config("schedule.gamma", "must be finite and > 0"));
+                }
+            }
+            ScheduleKind::Constant => {}
         }
         if self.log.every_steps == 0 {
             return Err(Error::config("log.every_steps", "must be at least 1"));

@@ -47,6 +47,19 @@ impl Predictor {
         ))
     }
 
+    /// The input and target normalizers for data on `grid` (see
+    /// [`Normalizer::regridded`]): unchanged when the training data had no grid or the same one.
+    pub fn normalizers_for(&self, grid: Option<&[i64]>) -> Result<(Normalizer, Normalizer)> {
+        let (from, to) = match (self.grid.as_deref(), grid) {
+            (Some(from), Some(to)) => (from, to),
+            _ => (&[][..], &[][..]),
+        };
+        Ok((
+            self.x_norm.regridded(from, to)?,
+            self.y_norm.regridded(from, to)?,
+        ))
+    }
+
     /// The floating kind of the model.
     pub fn kind(&self) -> Kind {
         self.model.kind()
@@ -66,10 +79,11 @@ impl Predictor {
         grid: Option<&[i64]>,
     ) -> Result<Tensor> {
         let _g = tch::no_grad_guard();
-        let fx = self.x_norm.encode(fx)?;
+        let (x_norm, y_norm) = self.normalizers_for(grid)?;
+        let fx = x_norm.encode(fx)?;
         let d = Decoder {
             model: &self.model,
-            y_norm: &self.y_norm,
+            y_norm: &y_norm,
             grid,
         };
         self.regime.ops().predict(d, pos, &fx, t_out)

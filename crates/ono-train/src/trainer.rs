@@ -200,7 +200,7 @@ impl Trainer {
         let total = cfg.epochs * steps_per_epoch;
         let schedule = match cfg.schedule.kind {
             ScheduleKind::OneCycle => Some(cfg.one_cycle(total)?.build()?),
-            ScheduleKind::Constant => None,
+            ScheduleKind::Constant | ScheduleKind::Step => None,
         };
 
         let fingerprint = cfg.fingerprint();
@@ -405,6 +405,11 @@ impl Trainer {
             Some(s) => {
                 let v = s.at(step)?;
                 (v.lr, v.beta1)
+            }
+            None if self.cfg.schedule.kind == ScheduleKind::Step => {
+                let epoch = step / self.steps_per_epoch.max(1);
+                let decays = (epoch / self.cfg.schedule.step_size) as i32;
+                (self.cfg.optimizer.lr * self.cfg.schedule.gamma.powi(decays), None)
             }
             None => (self.cfg.optimizer.lr, None),
         };

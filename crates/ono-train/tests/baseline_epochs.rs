@@ -1,0 +1,79 @@
+//! Every baseline architecture trains one epoch end to end through the loader of every benchmark
+//! it applies to, on the miniature files, with the benchmark's recipe in the FNO layout.
+
+use std::path::PathBuf;
+
+use ono_data::benchmarks::{miniature, Benchmark};
+use ono_train::config::TrainConfig;
+use ono_train::progress::Progress;
+use ono_train::Trainer;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ono-baseline-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// One epoch of `arch` (preset, small overrides) on the miniature `benchmark`.
+fn one_epoch(arch: &str, preset: &str, overrides: &str, b: Benchmark) {
+    let tag = format!("{arch}-{}", b.name());
+    let dir = temp_dir(&tag);
+    let m = miniature::write(b, &dir.join("data")).unwrap();
+    let text = format!(
+        r#"
+epochs = 1
+batch_size = 2
+threads = 1
+output_dir = "{out}"
+
+[model]
+arch = "{arch}"
+preset = "{preset}"
+[model.overrides]
+{overrides}
+
+[data]
+benchmark = "{name}"
+data_dir = "{data}"
+layout = "fno"
+ntrain = {ntrain}
+ntest = {ntest}
+
+[optimizer]
+kind = "adam"
+weight_decay = 1e-4
+max_grad_norm = 0
+
+[schedule]
+kind = "step"
+
+[log]
+panels = 1
+"#,
+        out = dir.join("run").display(),
+        name = b.name(),
+        data = dir.join("data").display(),
+        ntrain = m.ntrain,
+        ntest = m.ntest,
+    );
+    let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|e| panic!("{tag}: {e}"));
+    let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{tag}: {e}"));
+    let s = tr
+        .run(&Progress::Quiet)
+        .unwrap_or_else(|e| panic!("{tag}: {e}"));
+    assert_eq!(s.steps, m.ntrain.div_ceil(2) as u64, "{tag}");
+    let err = s.final_test.unwrap();
+    assert!(err.is_finite() && err > 0.0, "{tag}: {err}");
+}
+
+#[test]
+fn fno_trains_one_epoch_on_its_benchmarks() {
+    let small2 = "modes = [3, 3]\nwidth = 6";
+    one_epoch("fno1d", "burgers", "modes = [4]\nwidth = 6", Benchmark::Burgers);
+    one_epoch("fno2d", "darcy", small2, Benchmark::Darcy);
+    one_epoch("fno2d", "ns", small2, Benchmark::Ns2d);
+    one_epoch("fno2d", "airfoil", small2, Benchmark::Airfoil);
+    one_epoch("fno2d", "pipe", small2, Benchmark::Pipe);
+    one_epoch("fno2d", "darcy", small2, Benchmark::ElasticityGrid);
+}
