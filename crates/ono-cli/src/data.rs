@@ -264,6 +264,17 @@ fn data_gen(
     batch: Option<usize>,
 ) -> Result<()> {
     anyhow::ensure!(n > 0, "--n must be at least 1");
+    // Refuse an unwritable destination before the solve, not after it.
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    anyhow::ensure!(
+        parent.is_dir(),
+        "--out {}: the folder {} does not exist",
+        out.display(),
+        parent.display()
+    );
     let start = std::time::Instant::now();
     let bar = progress_bar(n as u64, kind);
     let (config, solver): (serde_json::Value, &str) = match kind {
