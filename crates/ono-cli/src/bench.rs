@@ -2,17 +2,21 @@
 
 use anyhow::{Context, Result};
 use ono_models::{ModelConfig, Preset};
-use ono_train::bench_step::{bench_step, StepShapes};
+use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
 
 use crate::device;
 
 /// Times `steps` steps of `arch`'s `preset` at the shapes of `shapes` (an ONO preset name;
-/// default: `preset` when it names one); prints one JSON line.
+/// default: `preset` when it names one), `batch` samples per step (default: the shapes'), with
+/// `recipe`'s optimisation (default: the FNO scripts' for the FNO family, else ONO's); prints one
+/// JSON line.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     arch: &str,
     preset: &str,
     shapes: Option<&str>,
+    batch: Option<i64>,
+    recipe: Option<&str>,
     steps: usize,
     warmup: usize,
     threads: Option<i32>,
@@ -30,10 +34,21 @@ pub fn run(
         anyhow::ensure!(t > 0, "--threads must be positive");
         tch::set_num_threads(t);
     }
+    let mut shapes = StepShapes::of(shapes);
+    if let Some(b) = batch {
+        anyhow::ensure!(b > 0, "--batch must be positive");
+        shapes.batch = b;
+    }
+    let recipe: StepRecipe = match recipe {
+        Some(r) => r.parse()?,
+        None if arch.starts_with("fno") => StepRecipe::Fno,
+        None => StepRecipe::Ono,
+    };
     let report = bench_step(
         &config,
         preset,
-        StepShapes::of(shapes),
+        shapes,
+        recipe,
         steps,
         warmup,
         device(dev)?,

@@ -101,16 +101,24 @@ enum Cmd {
     /// Time full training steps (forward, loss, backward, clipping, AdamW) on random data at a
     /// benchmark's shapes and batch size; prints one JSON line.
     BenchStep {
-        /// The architecture (ono, mlp).
+        /// The architecture (`ono info` lists them).
         #[arg(long, default_value = "ono")]
         arch: String,
         /// The architecture's preset. ONO: darcy, ns2d, airfoil, pipe, elasticity, plasticity,
-        /// super_resolution, time_extrapolation; mlp: default, small.
+        /// super_resolution, time_extrapolation; mlp: default, small; fno2d: darcy, ns, airfoil,
+        /// pipe; …
         #[arg(long)]
         preset: String,
-        /// Whose shapes (points, batch, channels): an ONO preset name; default: --preset.
+        /// Whose shapes (points, grid, batch, channels): an ONO preset name; default: --preset.
         #[arg(long)]
         shapes: Option<String>,
+        /// Samples per step (default: the shapes' batch size, ONO's).
+        #[arg(long)]
+        batch: Option<i64>,
+        /// The optimisation: `ono` (AdamW, clipping, Darcy's derivative loss) or `fno` (Adam with
+        /// L2 weight decay, no clipping); default: fno for the FNO family, else ono.
+        #[arg(long)]
+        recipe: Option<String>,
         /// Timed steps.
         #[arg(long, default_value_t = 5)]
         steps: usize,
@@ -183,6 +191,8 @@ fn dispatch(command: Cmd) -> Result<bool> {
             arch,
             preset,
             shapes,
+            batch,
+            recipe,
             steps,
             warmup,
             threads,
@@ -192,6 +202,8 @@ fn dispatch(command: Cmd) -> Result<bool> {
             &arch,
             &preset,
             shapes.as_deref(),
+            batch,
+            recipe.as_deref(),
             steps,
             warmup,
             threads,

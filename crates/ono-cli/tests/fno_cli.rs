@@ -94,7 +94,11 @@ normalize_y = "gaussian"
     let lrs: Vec<f64> = std::fs::read_to_string(dir.join("run/metrics.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["lr"].as_f64().unwrap())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["lr"]
+                .as_f64()
+                .unwrap()
+        })
         .collect();
 
     // A finer set of the same process: 33×33, never seen in training.

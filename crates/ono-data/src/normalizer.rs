@@ -260,7 +260,10 @@ mod regrid_tests {
             Tensor::from_slice(&[2.0f64]).reshape([1, 1, 1]),
         )
         .unwrap();
-        assert_eq!(unit.regridded(&[3, 3], &[5, 5]).unwrap().mean.size(), [1, 1, 1]);
+        assert_eq!(
+            unit.regridded(&[3, 3], &[5, 5]).unwrap().mean.size(),
+            [1, 1, 1]
+        );
         let g = Normalizer::from_stats(
             NormalizerKind::Gaussian,
             linear_field(&[3, 3]),

@@ -7,8 +7,8 @@
 
 pub mod attention;
 pub mod conv;
-pub mod grid;
 mod error;
+pub mod grid;
 pub mod linear;
 pub mod loss;
 pub mod mlp;

@@ -25,6 +25,31 @@ pub fn preset_points(preset: Preset) -> (i64, Option<i64>) {
     }
 }
 
+/// The optimisation a timed step performs, as the reference implementation being compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepRecipe {
+    /// The ONO scripts: AdamW (weight decay 1e-5), clipping at 0.1, Darcy's derivative loss.
+    Ono,
+    /// The FNO scripts: Adam with weight decay 1e-4 as an L2 term, no clipping, the plain sum of
+    /// relative L2 errors (`LpLoss(size_average=False)`).
+    Fno,
+}
+
+impl std::str::FromStr for StepRecipe {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "ono" => Ok(Self::Ono),
+            "fno" => Ok(Self::Fno),
+            _ => Err(Error::config(
+                "--recipe",
+                format!("`{s}` is not ono or fno"),
+            )),
+        }
+    }
+}
+
 /// The shapes a step is timed at: those of an ONO preset's benchmark (points per sample, batch
 /// size, input and output channels, a time input), named like the preset.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -37,6 +62,8 @@ pub struct StepShapes {
     pub points: i64,
     /// The square grid side for Darcy's derivative loss.
     pub square: Option<i64>,
+    /// The grid the points form, for the models on grids (the FNO family).
+    pub grid: Option<[i64; 2]>,
     /// The data's dimensions.
     pub dims: DataDims,
 }
@@ -46,11 +73,21 @@ impl StepShapes {
     pub fn of(preset: Preset) -> Self {
         let cfg = preset.config();
         let (points, square) = preset_points(preset);
+        let grid = match preset {
+            Preset::Darcy => Some([85, 85]),
+            Preset::Ns2d | Preset::TimeExtrapolation => Some([64, 64]),
+            Preset::Airfoil => Some([221, 51]),
+            Preset::Pipe => Some([129, 129]),
+            Preset::Plasticity => Some([101, 31]),
+            Preset::SuperResolution => Some([43, 43]),
+            Preset::Elasticity => None,
+        };
         Self {
             preset,
             batch: preset.batch_size(),
             points,
             square,
+            grid,
             dims: DataDims {
                 space_dim: cfg.space_dim,
                 fun_dim: cfg.fun_dim,
@@ -68,6 +105,8 @@ pub struct StepReport {
     pub arch: String,
     /// The architecture's preset.
     pub preset: String,
+    /// The optimisation timed.
+    pub recipe: StepRecipe,
     /// The benchmark whose shapes were used (an ONO preset name).
     pub shapes: String,
     /// Samples per step.
@@ -93,8 +132,9 @@ pub struct StepReport {
 }
 
 /// Times `steps` training steps of `config` (its data dimensions are set from `shapes`) after
-/// `warmup` untimed ones. The loss is the reference's: Σ_b relative L2, plus Darcy's derivative
-/// term (α = 0.1) at the Darcy shapes; one forward per step (NS's ten-frame rollout and
+/// `warmup` untimed ones, with the optimisation of `recipe`. The ONO loss is the reference's:
+/// Σ_b relative L2, plus Darcy's derivative term (α = 0.1) at the Darcy shapes; one forward per
+/// step (NS's ten-frame rollout and
 /// Plasticity's twenty time steps are one frame / one step here, as the per-call cost the
 /// PyTorch figure was measured on).
 ///
@@ -106,6 +146,7 @@ pub fn bench_step(
     config: &ModelConfig,
     preset_name: &str,
     shapes: StepShapes,
+    recipe: StepRecipe,
     steps: usize,
     warmup: usize,
     device: Device,
@@ -127,13 +168,24 @@ pub fn bench_step(
             ),
         ));
     }
-    let mut opt = AdamW::new(
-        model.var_store(),
-        AdamWConfig {
-            weight_decay: 1e-5,
-            ..Default::default()
-        },
-    )?;
+    let (hp, clip) = match recipe {
+        StepRecipe::Ono => (
+            AdamWConfig {
+                weight_decay: 1e-5,
+                ..Default::default()
+            },
+            Some(0.1),
+        ),
+        StepRecipe::Fno => (
+            AdamWConfig {
+                weight_decay: 1e-4,
+                l2_weight_decay: true,
+                ..Default::default()
+            },
+            None,
+        ),
+    };
+    let mut opt = AdamW::new(model.var_store(), hp)?;
     let (b, n, d) = (shapes.batch, shapes.points, shapes.dims);
     let opts = (Kind::Float, device);
     let pos = Tensor::f_rand([b, n, d.space_dim], opts)?;
@@ -143,8 +195,13 @@ pub fn bench_step(
         .time_input
         .then(|| Tensor::f_rand([b, 1], opts))
         .transpose()?;
-    let input = ModelInput::new(&pos, &fx).with_time(t.as_ref());
-    let square = shapes.square;
+    let input = ModelInput::new(&pos, &fx)
+        .with_time(t.as_ref())
+        .with_grid(shapes.grid.as_ref().map(|g| &g[..]));
+    let square = match recipe {
+        StepRecipe::Ono => shapes.square,
+        StepRecipe::Fno => None,
+    };
     let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
         Ok(match square {
             Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
@@ -157,7 +214,7 @@ pub fn bench_step(
         let start = Instant::now();
         opt.zero_grad();
         let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
-        opt.step(Some(0.1))?;
+        opt.step(clip)?;
         sync(device);
         if i >= warmup {
             times.push(start.elapsed().as_secs_f64());
@@ -167,6 +224,7 @@ pub fn bench_step(
     Ok(StepReport {
         arch: model.arch().into(),
         preset: preset_name.into(),
+        recipe,
         shapes: shapes.preset.name().into(),
         batch: b,
         points: n,

@@ -409,7 +409,10 @@ impl Trainer {
             None if self.cfg.schedule.kind == ScheduleKind::Step => {
                 let epoch = step / self.steps_per_epoch.max(1);
                 let decays = (epoch / self.cfg.schedule.step_size) as i32;
-                (self.cfg.optimizer.lr * self.cfg.schedule.gamma.powi(decays), None)
+                (
+                    self.cfg.optimizer.lr * self.cfg.schedule.gamma.powi(decays),
+                    None,
+                )
             }
             None => (self.cfg.optimizer.lr, None),
         };

@@ -70,7 +70,12 @@ panels = 1
 #[test]
 fn fno_trains_one_epoch_on_its_benchmarks() {
     let small2 = "modes = [3, 3]\nwidth = 6";
-    one_epoch("fno1d", "burgers", "modes = [4]\nwidth = 6", Benchmark::Burgers);
+    one_epoch(
+        "fno1d",
+        "burgers",
+        "modes = [4]\nwidth = 6",
+        Benchmark::Burgers,
+    );
     one_epoch("fno2d", "darcy", small2, Benchmark::Darcy);
     one_epoch("fno2d", "ns", small2, Benchmark::Ns2d);
     one_epoch("fno2d", "airfoil", small2, Benchmark::Airfoil);
