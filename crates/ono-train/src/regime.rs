@@ -26,6 +26,10 @@ pub enum Regime {
     /// Plasticity: one forward, backward and optimizer step per time step, in an order shuffled
     /// independently per sample; the schedule steps once per batch.
     PerTimeStep,
+    /// FNO-3D (`fourier_3d.py` on NS2d, Geo-FNO's `plasticity_3d.py`): time is a third grid
+    /// axis. The input function is repeated along it, the model maps the whole space-time
+    /// volume in one forward, and the loss is the relative L2 of each sample's whole trajectory.
+    SpaceTime,
 }
 
 impl Regime {
@@ -35,6 +39,7 @@ impl Regime {
             Regime::Steady => &Steady,
             Regime::Autoregressive => &Autoregressive,
             Regime::PerTimeStep => &PerTimeStep,
+            Regime::SpaceTime => &SpaceTime,
         }
     }
 
@@ -159,6 +164,70 @@ impl RegimeOps for PerTimeStep {
     }
 }
 
+struct SpaceTime;
+
+/// The inputs of a space-time forward: positions with the time value appended, the input function
+/// repeated over the `steps` time points (time the last, fastest axis), the grid with a time axis.
+///
+/// # Shapes
+/// - `pos`: (B, N, d), `fx`: (B, N, C)
+/// - returns: (B, N·T, d + 1), (B, N·T, C), [grid…, T]
+fn space_time(
+    pos: &Tensor,
+    fx: &Tensor,
+    steps: i64,
+    grid: Option<&[i64]>,
+) -> Result<(Tensor, Tensor, Vec<i64>)> {
+    let (b, n, d, c) = (pos.size()[0], pos.size()[1], pos.size()[2], fx.size()[2]);
+    let grid = grid.ok_or_else(|| {
+        Error::Data("the space_time regime needs data on a grid (the dataset names none)".into())
+    })?;
+    let times = time_grid(steps, pos.kind(), pos.device())?
+        .f_view([1, 1, steps, 1])?
+        .f_expand([b, n, steps, 1], false)?;
+    let pos = Tensor::f_cat(
+        &[
+            pos.f_unsqueeze(2)?.f_expand([b, n, steps, d], false)?,
+            times,
+        ],
+        -1,
+    )?
+    .f_reshape([b, n * steps, d + 1])?;
+    let fx = fx
+        .f_unsqueeze(2)?
+        .f_expand([b, n, steps, c], false)?
+        .f_reshape([b, n * steps, c])?;
+    let mut g = grid.to_vec();
+    g.push(steps);
+    Ok((pos, fx, g))
+}
+
+/// (B, N·T, C) → (B, N, C, T).
+fn from_space_time(out: &Tensor, steps: i64) -> Result<Tensor> {
+    let (b, nt, c) = (out.size()[0], out.size()[1], out.size()[2]);
+    Ok(out
+        .f_reshape([b, nt / steps, steps, c])?
+        .f_permute([0, 1, 3, 2])?)
+}
+
+impl RegimeOps for SpaceTime {
+    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
+        let steps = runner.time_steps;
+        let (pos, fx, grid) = space_time(&batch.pos, &batch.fx, steps, runner.grid)?;
+        let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
+        let b = batch.fx.size()[0];
+        let layout = move |out: &Tensor| from_space_time(out, steps);
+        runner.forward_backward_step_as(&input, &batch.y, b, 1, &layout)
+    }
+
+    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor> {
+        let (pos, fx, grid) = space_time(pos, fx, steps, d.grid)?;
+        let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
+        let out = from_space_time(&d.model.forward(&input, false)?, steps)?;
+        Ok(d.y_norm.decode(&out)?)
+    }
+}
+
 /// Rollout: `steps` frames, each appended to the sliding window `fx` (teacher forcing from
 /// `truth` when given). Returns (B, N, C, steps) and Σ_t Σ_b relL2 when `truth` is given. The
 /// autoregressive regime uses no normalizer, so outputs are fed back as they are.
@@ -203,4 +272,40 @@ fn rollout(
 /// t = linspace(0, 1, T), the time values of a per-time-step model.
 fn time_grid(steps: i64, kind: Kind, device: Device) -> Result<Tensor> {
     Ok(Tensor::f_linspace(0.0, 1.0, steps, (kind, device))?)
+}
+
+#[cfg(test)]
+mod space_time_tests {
+    use super::*;
+
+    /// Point n at time t is grid cell (…, t) with time the fastest axis: the input there is
+    /// fx[n], the time value t/(T−1), and the output maps back to (B, N, C, T) at [n, :, t].
+    #[test]
+    fn space_time_layout_repeats_inputs_over_time_and_maps_outputs_back() {
+        let (b, n, t) = (2i64, 6i64, 4i64);
+        let pos = Tensor::rand([b, n, 2], (Kind::Double, Device::Cpu));
+        let fx = Tensor::randn([b, n, 3], (Kind::Double, Device::Cpu));
+        let (p3, f3, grid) = space_time(&pos, &fx, t, Some(&[2, 3])).unwrap();
+        assert_eq!(grid, [2, 3, t]);
+        assert_eq!(p3.size(), [b, n * t, 3]);
+        for (bi, ni, ti) in [(0, 0, 0), (1, 5, 3), (0, 2, 1), (1, 3, 2)] {
+            let row = ni * t + ti;
+            let same = |a: Tensor, e: Tensor| (a - e).abs().max().double_value(&[]) == 0.0;
+            assert!(same(f3.get(bi).get(row), fx.get(bi).get(ni)));
+            assert!(same(
+                p3.get(bi).get(row).narrow(0, 0, 2),
+                pos.get(bi).get(ni)
+            ));
+            let tv = p3.get(bi).get(row).double_value(&[2]);
+            assert!((tv - ti as f64 / (t - 1) as f64).abs() < 1e-15);
+        }
+        // An output holding (n, c, t) at its space-time row maps to [n, c, t].
+        let idx = Tensor::arange(n * t, (Kind::Double, Device::Cpu)).reshape([1, n * t, 1]);
+        let out = Tensor::cat(&[&idx, &(&idx * 10.0)], 2).expand([b, n * t, 2], false);
+        let back = from_space_time(&out, t).unwrap();
+        assert_eq!(back.size(), [b, n, 2, t]);
+        assert_eq!(back.double_value(&[1, 4, 0, 3]), (4 * t + 3) as f64);
+        assert_eq!(back.double_value(&[0, 2, 1, 1]), 10.0 * (2 * t + 1) as f64);
+        assert!(space_time(&pos, &fx, t, None).is_err());
+    }
 }

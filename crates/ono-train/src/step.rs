@@ -86,9 +86,24 @@ impl StepRunner<'_> {
         new_samples: i64,
         report_div: i64,
     ) -> Result<()> {
+        self.forward_backward_step_as(input, target, new_samples, report_div, &|o| {
+            Ok(o.shallow_clone())
+        })
+    }
+
+    /// [`forward_backward_step`](Self::forward_backward_step) with the model's output brought
+    /// into the target's layout by `layout` before it is decoded (the space-time regime).
+    pub fn forward_backward_step_as(
+        &mut self,
+        input: &ModelInput<'_>,
+        target: &Tensor,
+        new_samples: i64,
+        report_div: i64,
+        layout: &dyn Fn(&Tensor) -> Result<Tensor>,
+    ) -> Result<()> {
         let (y_norm, grid, spec) = (self.y_norm, self.grid, self.loss);
         let mut loss_of = |out: &Tensor| -> std::result::Result<Tensor, LossError> {
-            let pred = y_norm.decode(out).map_err(crate::Error::from)?;
+            let pred = y_norm.decode(&layout(out)?).map_err(crate::Error::from)?;
             Ok(spec.of(&pred, target, grid)?)
         };
         self.opt.zero_grad();

@@ -128,6 +128,12 @@ impl Trainer {
                 "the autoregressive regime feeds predictions back as inputs and supports no normalizer (NS2d uses none)",
             ));
         }
+        if regime == Regime::SpaceTime && data.grid.is_none() {
+            return Err(Error::config(
+                "data.regime",
+                "space_time treats time as a grid axis and needs data on a grid",
+            ));
+        }
         if cfg.recompute && regime != Regime::Steady {
             return Err(Error::config(
                 "recompute",

@@ -16,7 +16,7 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 /// One epoch of `arch` (preset, small overrides) on the miniature `benchmark`.
-fn one_epoch(arch: &str, preset: &str, overrides: &str, b: Benchmark) {
+fn one_epoch(arch: &str, preset: &str, overrides: &str, b: Benchmark, extra: &str) {
     let tag = format!("{arch}-{}", b.name());
     let dir = temp_dir(&tag);
     let m = miniature::write(b, &dir.join("data")).unwrap();
@@ -39,6 +39,7 @@ data_dir = "{data}"
 layout = "fno"
 ntrain = {ntrain}
 ntest = {ntest}
+{extra}
 
 [optimizer]
 kind = "adam"
@@ -69,16 +70,25 @@ panels = 1
 
 #[test]
 fn fno_trains_one_epoch_on_its_benchmarks() {
+    let small1 = "modes = [4]\nwidth = 6";
     let small2 = "modes = [3, 3]\nwidth = 6";
+    one_epoch("fno1d", "burgers", small1, Benchmark::Burgers, "");
+    one_epoch("fno2d", "darcy", small2, Benchmark::Darcy, "");
+    one_epoch("fno2d", "ns", small2, Benchmark::Ns2d, "");
+    one_epoch("fno2d", "airfoil", small2, Benchmark::Airfoil, "");
+    one_epoch("fno2d", "pipe", small2, Benchmark::Pipe, "");
+    one_epoch("fno2d", "darcy", small2, Benchmark::ElasticityGrid, "");
+    // FNO-3D: time as a third grid axis (fourier_3d.py, plasticity_3d.py).
+    let small3 = "modes = [2, 2, 2]\nwidth = 6";
+    let space_time = "regime = \"space_time\"";
+    let gaussian =
+        "regime = \"space_time\"\nnormalize_x = \"gaussian\"\nnormalize_y = \"gaussian\"";
+    one_epoch("fno3d", "ns", small3, Benchmark::Ns2d, gaussian);
     one_epoch(
-        "fno1d",
-        "burgers",
-        "modes = [4]\nwidth = 6",
-        Benchmark::Burgers,
+        "fno3d",
+        "plasticity",
+        small3,
+        Benchmark::Plasticity,
+        space_time,
     );
-    one_epoch("fno2d", "darcy", small2, Benchmark::Darcy);
-    one_epoch("fno2d", "ns", small2, Benchmark::Ns2d);
-    one_epoch("fno2d", "airfoil", small2, Benchmark::Airfoil);
-    one_epoch("fno2d", "pipe", small2, Benchmark::Pipe);
-    one_epoch("fno2d", "darcy", small2, Benchmark::ElasticityGrid);
 }
