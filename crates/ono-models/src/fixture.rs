@@ -40,7 +40,7 @@ use crate::operator::ModelInput;
 use crate::registry::{ModelConfig, ARCHS};
 use crate::{Error, Result};
 use ono_nn::loss::{relative_l2, Reduction};
-use ono_nn::weights::{read_safetensors, NamedTensors};
+use ono_nn::weights::{read_safetensors, real_layout, NamedTensors};
 
 /// Relative tolerances of one precision.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -188,13 +188,7 @@ impl Fixture {
         };
         let (mut tensors, _) = read_safetensors(safetensors)?;
         if layout == Layout::StateDict {
-            tensors = tensors
-                .into_iter()
-                .map(|(k, t)| match k.strip_suffix(".view_as_real") {
-                    Some(base) => (base.to_string(), t),
-                    None => (k, t),
-                })
-                .collect();
+            tensors = real_layout(tensors)?;
         }
         let name = json_value["case"]
             .as_str()

@@ -50,3 +50,42 @@ fn presets_have_the_reference_parameter_counts() {
     // fourier_2d_time.py with its four unused BatchNorm2d (docs/models.md).
     assert_param_count("fno2d", "ns", 926_517);
 }
+
+/// A reference `state_dict` saved by `torch.save` (complex spectral weights) imports into
+/// `fno2d` and reproduces the fixture's output; the export holds the same tensors.
+#[test]
+fn a_torch_save_state_dict_with_complex_weights_imports() {
+    use ono_models::{Model, ModelInput};
+    use tch::{Device, Kind};
+    ono_testing::init();
+    let fx = common::fixture("fno", "fno2d_small");
+    let model = Model::new(&fx.config, Device::Cpu, Kind::Float).unwrap();
+    let pt = ono_testing::fixtures_dir().join("fno/fno2d_small.state_dict.pt");
+    model.load_reference_file(&pt).unwrap();
+    let x = &fx.tensors["input.x"];
+    let (b, n) = (x.size()[0], x.size()[1]);
+    let a = x.reshape([b, n * n, 1]);
+    let pos = ono_nn::grid::index_grid(&[n, n], Kind::Float, Device::Cpu)
+        .unwrap()
+        .expand([b, n * n, 2], false);
+    let out = tch::no_grad(|| {
+        model.forward(&ModelInput::new(&pos, &a).with_grid(Some(&[n, n])), false)
+    })
+    .unwrap();
+    let want = &fx.tensors["output.eval"];
+    let err = (out.reshape(want.size()) - want).abs().max().double_value(&[])
+        / want.abs().max().double_value(&[]);
+    assert!(err < 1e-5, "{err}");
+    let exported = model.export_reference().unwrap();
+    for (name, t) in &exported {
+        let stored = &fx.tensors[&format!("param.{name}")];
+        assert!(t.equal(stored), "{name}");
+    }
+    // A truncated file is an error, not a panic.
+    let dir = std::env::temp_dir().join(format!("ono-fno-pt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bytes = std::fs::read(&pt).unwrap();
+    let cut = dir.join("cut.pt");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(model.load_reference_file(&cut).is_err());
+}

@@ -80,12 +80,36 @@ pub fn read_torch_zip(path: &Path) -> Result<NamedTensors> {
     Ok(ono_io::torch_save::read_state_dict(path)?)
 }
 
-/// Reads a weight file by extension: `.safetensors`, or a PyTorch zip for anything else.
+/// Reads a weight file by extension: `.safetensors`, or a PyTorch zip for anything else, in
+/// [`real_layout`].
 pub fn read_any(path: &Path) -> Result<NamedTensors> {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("safetensors") => Ok(read_safetensors(path)?.0),
-        _ => read_torch_zip(path),
-    }
+    let tensors = match path.extension().and_then(|e| e.to_str()) {
+        Some("safetensors") => read_safetensors(path)?.0,
+        _ => read_torch_zip(path)?,
+    };
+    real_layout(tensors)
+}
+
+/// Complex weights in the layout our modules keep them in, a real (…, 2) tensor of (real,
+/// imaginary) pairs: a complex tensor (a reference `state_dict` saved by `torch.save`) becomes its
+/// `view_as_real`, and a key `<name>.view_as_real` (how safetensors files, which cannot hold
+/// complex tensors, store them, as in the fixtures) becomes `<name>`.
+pub fn real_layout(tensors: NamedTensors) -> Result<NamedTensors> {
+    tensors
+        .into_iter()
+        .map(|(k, t)| {
+            let t = if t.is_complex() {
+                t.f_view_as_real()?.f_contiguous()?
+            } else {
+                t
+            };
+            let k = match k.strip_suffix(".view_as_real") {
+                Some(base) => base.to_string(),
+                None => k,
+            };
+            Ok((k, t))
+        })
+        .collect()
 }
 
 /// Copies `tensors` into the variables of `vs` with the same names, converting dtype and device.
