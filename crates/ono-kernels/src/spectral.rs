@@ -4,6 +4,14 @@
 //! zero the rest, irfft back. The weights are real tensors with a trailing 2 (re, im) viewed as
 //! complex: tch's optimizers and safetensors both mishandle complex parameters
 //! (docs/tch-notes.md#complex-parameters).
+//!
+//! Two computations of the same map. [`spectral_conv_fft`] is the reference's literally: full
+//! FFTs, a zero spectrum with the corners written in, the inverse FFT. [`spectral_conv`] uses it
+//! only where corners overlap; otherwise it evaluates the transforms as matrix products restricted
+//! to the kept modes (a pruned DFT: 2m_j of n_j frequencies per axis, m_D of the halved last
+//! axis), which with FNO's few modes costs a fraction of the FFTs and of their backward (PyTorch
+//! differentiates `rfftn` with a full complex FFT), on the CPU above all, where the padded sizes
+//! (85 + 9 = 94 = 2·47) are FFT-unfriendly. Both agree to rounding (tested in float64 to 1e-12).
 
 use tch::{Kind, Tensor};
 
@@ -29,6 +37,19 @@ pub fn corner_count(d: usize) -> usize {
 /// - `weights`: 2^(D−1) tensors of (Ci, Co, m_1, …, m_D, 2)
 /// - returns: (B, Co, n_1, …, n_D)
 pub fn spectral_conv(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<Tensor> {
+    check(x, weights, modes, norm)?;
+    let d = modes.len();
+    let spatial = &x.size()[2..];
+    let disjoint = (0..d - 1).all(|j| 2 * modes[j] <= spatial[j]);
+    if disjoint {
+        pruned_dft(x, weights, modes, norm)
+    } else {
+        spectral_conv_fft(x, weights, modes, norm)
+    }
+}
+
+/// The arguments' checks, shared by both computations.
+fn check(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<()> {
     const OP: &str = "spectral_conv";
     let d = modes.len();
     let size = x.size();
@@ -85,7 +106,23 @@ pub fn spectral_conv(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str)
             });
         }
     }
+    Ok(())
+}
 
+/// [`spectral_conv`] computed as the reference does, with full FFTs (any modes, overlapping
+/// corners included).
+pub fn spectral_conv_fft(
+    x: &Tensor,
+    weights: &[&Tensor],
+    modes: &[i64],
+    norm: &str,
+) -> Result<Tensor> {
+    check(x, weights, modes, norm)?;
+    let d = modes.len();
+    let size = x.size();
+    let (b, spatial) = (size[0], &size[2..]);
+    let last_kept = spatial[d - 1] / 2 + 1;
+    let co = weights[0].size()[1];
     let dims: Vec<i64> = (0..d as i64).map(|j| j - d as i64).collect();
     let xf = x.f_fft_rfftn(None::<&[i64]>, Some(&dims[..]), norm)?;
     let complex = xf.kind();
@@ -113,6 +150,138 @@ pub fn spectral_conv(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str)
         dst.f_copy_(&prod)?;
     }
     Ok(out_ft.f_fft_irfftn(Some(spatial), Some(&dims[..]), norm)?)
+}
+
+/// Scale of the forward and of the inverse transform of `n` points in normalisation `norm`.
+fn scales(norm: &str, n: f64) -> (f64, f64) {
+    match norm {
+        "ortho" => (1.0 / n.sqrt(), 1.0 / n.sqrt()),
+        "forward" => (1.0 / n, 1.0),
+        _ => (1.0, 1.0 / n),
+    }
+}
+
+/// The phases 2π·(k·t mod n)/n of the kept frequencies `ks` at t = 0 … n−1, in float64 on the
+/// device (integer reduction first, so large k·t lose nothing).
+fn phases(ks: &[i64], n: i64, device: tch::Device) -> Result<Tensor> {
+    let k = Tensor::from_slice(ks).f_to_device(device)?;
+    let t = Tensor::f_arange(n, (Kind::Int64, device))?;
+    Ok(k.f_unsqueeze(1)?
+        .f_mul(&t.f_unsqueeze(0)?)?
+        .f_remainder(n)?
+        .f_to_kind(Kind::Double)?
+        .f_mul_scalar(2.0 * std::f64::consts::PI / n as f64)?)
+}
+
+/// The kept frequencies of a non-halved axis: 0 … m−1, then n−m … n−1 (the reference's corner
+/// order: low block, high block).
+fn kept(m: i64, n: i64) -> Vec<i64> {
+    (0..m).chain(n - m..n).collect()
+}
+
+/// [`spectral_conv`] by matrix products over the kept modes only (corners must not overlap).
+fn pruned_dft(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<Tensor> {
+    let d = modes.len();
+    let size = x.size();
+    let spatial = size[2..].to_vec();
+    let (kind, dev) = (x.kind(), x.device());
+    let complex = match kind {
+        Kind::Double => Kind::ComplexDouble,
+        _ => Kind::ComplexFloat,
+    };
+    let n_total: f64 = spatial.iter().product::<i64>() as f64;
+    let (fwd_scale, inv_scale) = scales(norm, n_total);
+
+    // Last axis, real input: X[k] = Σ_t x[t] e^{−2πikt/n} for k < m_D, as one real product
+    // with the columns (cos, −sin) interleaved per k, whose result *is* the complex tensor
+    // (`view_as_complex` of its trailing (m, 2)), with no copy.
+    let (n_last, m_last) = (spatial[d - 1], modes[d - 1]);
+    let ks: Vec<i64> = (0..m_last).collect();
+    let ph = phases(&ks, n_last, dev)?; // (m, n)
+    let analysis = Tensor::f_stack(&[ph.f_cos()?, ph.f_sin()?.f_neg()?], 1)? // (m, 2, n)
+        .f_reshape([2 * m_last, n_last])?
+        .f_tr()?
+        .f_to_kind(kind)?; // (n, 2m)
+    let mut out_shape = size.clone();
+    out_shape[d + 1] = m_last;
+    out_shape.push(2);
+    let mut h = x
+        .f_matmul(&analysis)?
+        .f_reshape(&out_shape[..])?
+        .f_view_as_complex()?; // (B, Ci, n_1, …, n_{D−1}, m_D)
+
+    // Every other axis: a complex DFT restricted to its 2m kept frequencies.
+    let mut inverse_mats = Vec::with_capacity(d - 1);
+    for j in 0..d - 1 {
+        let ks = kept(modes[j], spatial[j]);
+        let ph = phases(&ks, spatial[j], dev)?; // (2m, n)
+        let fwd = Tensor::f_polar(&ph.f_ones_like()?, &ph.f_neg()?)?.f_to_kind(complex)?;
+        let inv = Tensor::f_polar(&ph.f_ones_like()?, &ph)?
+            .f_to_kind(complex)?
+            .f_tr()?; // (n, 2m)
+        let axis = 2 + j as i64;
+        h = h
+            .f_movedim(axis, -1)?
+            .f_matmul(&fwd.f_tr()?)?
+            .f_movedim(-1, axis)?;
+        inverse_mats.push(inv);
+    }
+    if fwd_scale != 1.0 {
+        h = h.f_mul_scalar(fwd_scale)?;
+    }
+
+    // All corners at once: the weights concatenated low | high along each non-halved axis, in
+    // the reference's corner order (bit j of the corner index: high along axis j).
+    let w: Vec<Tensor> = weights
+        .iter()
+        .map(|w| w.f_to_kind(kind)?.f_contiguous()?.f_view_as_complex())
+        .collect::<std::result::Result<_, _>>()?;
+    let mut blocks = w;
+    for j in 0..d - 1 {
+        let half = blocks.len() / 2;
+        let merged: Vec<Tensor> = (0..half)
+            .map(|i| Tensor::f_cat(&[&blocks[2 * i], &blocks[2 * i + 1]], 2 + j as i64))
+            .collect::<std::result::Result<_, _>>()?;
+        blocks = merged;
+    }
+    let weight = &blocks[0];
+    let letters = &"xyz"[..d];
+    let equation = format!("bi{letters},io{letters}->bo{letters}");
+    let mut y = Tensor::f_einsum(&equation, &[&h, weight], None::<&[i64]>)?;
+
+    // Inverse over the non-halved axes, complex.
+    for (j, inv) in inverse_mats.iter().enumerate() {
+        let axis = 2 + j as i64;
+        y = y
+            .f_movedim(axis, -1)?
+            .f_matmul(&inv.f_tr()?)?
+            .f_movedim(-1, axis)?;
+    }
+    // The halved axis, complex to real as irfft reads a half spectrum: bins 0 and n/2 once, the
+    // others twice (their conjugate partners), imaginary parts of bins 0 and n/2 ignored; one real
+    // product of the (re, im) pairs with the rows (cos, −sin) interleaved per k.
+    let weight_k: Vec<f64> = (0..m_last)
+        .map(|k| inv_scale * if k == 0 || 2 * k == n_last { 1.0 } else { 2.0 })
+        .collect();
+    let wk = Tensor::from_slice(&weight_k)
+        .f_to_device(dev)?
+        .f_unsqueeze(1)?;
+    let ph = phases(&ks, n_last, dev)?; // (m, n)
+    let mut sin = ph.f_sin()?;
+    // sin(π t) is not exactly 0 in floating point; irfft ignores those imaginary parts exactly.
+    let zero_rows: Vec<i64> = (0..m_last).filter(|&k| k == 0 || 2 * k == n_last).collect();
+    if !zero_rows.is_empty() {
+        let rows = Tensor::from_slice(&zero_rows).f_to_device(dev)?;
+        sin = sin.f_index_fill(0, &rows, 0.0)?;
+    }
+    let synthesis = Tensor::f_stack(&[ph.f_cos()?.f_mul(&wk)?, sin.f_mul(&wk)?.f_neg()?], 1)?
+        .f_reshape([2 * m_last, n_last])?
+        .f_to_kind(kind)?; // (2m, n)
+    let mut pairs = y.f_view_as_real()?.f_flatten(-2, -1)?; // (…, 2m)
+    if !pairs.is_contiguous() {
+        pairs = pairs.f_contiguous()?;
+    }
+    Ok(pairs.f_matmul(&synthesis)?)
 }
 
 fn real_kind(complex: Kind) -> Kind {

@@ -68,12 +68,14 @@ fn a_torch_save_state_dict_with_complex_weights_imports() {
     let pos = ono_nn::grid::index_grid(&[n, n], Kind::Float, Device::Cpu)
         .unwrap()
         .expand([b, n * n, 2], false);
-    let out = tch::no_grad(|| {
-        model.forward(&ModelInput::new(&pos, &a).with_grid(Some(&[n, n])), false)
-    })
-    .unwrap();
+    let out =
+        tch::no_grad(|| model.forward(&ModelInput::new(&pos, &a).with_grid(Some(&[n, n])), false))
+            .unwrap();
     let want = &fx.tensors["output.eval"];
-    let err = (out.reshape(want.size()) - want).abs().max().double_value(&[])
+    let err = (out.reshape(want.size()) - want)
+        .abs()
+        .max()
+        .double_value(&[])
         / want.abs().max().double_value(&[]);
     assert!(err < 1e-5, "{err}");
     let exported = model.export_reference().unwrap();
