@@ -15,6 +15,7 @@
 
 mod config;
 pub mod presets;
+mod recompute;
 mod reference;
 
 pub use config::{FnoConfig, FnoSettings};
@@ -138,6 +139,38 @@ impl<const D: usize> Fno<D> {
     ///   (absent when fun_dim = 0); `input.grid`: the grid shape [n_1, …, n_D] (optional in 1-D)
     /// - returns: (B, N, out_dim), row-major over the grid
     pub fn forward(&self, input: &ModelInput<'_>) -> Result<Tensor> {
+        let (mut h, shape) = self.lift(input)?;
+        for l in 0..self.convs.len() {
+            h = self.layer(l, &h)?;
+        }
+        self.head(&self.to_points(&h, &shape)?)
+    }
+
+    /// Fourier layer `l`: K_l(h) + W_l(h), GELU but after the last layer.
+    ///
+    /// # Shapes
+    /// - `h`: (B, width, padded grid…); returns the same
+    fn layer(&self, l: usize, h: &Tensor) -> Result<Tensor> {
+        let out = self.convs[l].forward(h)?.f_add(&self.ws[l].forward(h)?)?;
+        if l + 1 < self.convs.len() {
+            Ok(gelu(&out)?)
+        } else {
+            Ok(out)
+        }
+    }
+
+    /// The padding cropped, back to points: (B, width, padded grid…) → (B, N, width).
+    fn to_points(&self, h: &Tensor, shape: &[i64]) -> Result<Tensor> {
+        Ok(grid_to_points(&crop(h, shape)?)?)
+    }
+
+    /// The pointwise projection `fc2(GELU(fc1(h)))`: (B, N, width) → (B, N, out_dim).
+    fn head(&self, h: &Tensor) -> Result<Tensor> {
+        Ok(self.fc2.forward(&gelu(&self.fc1.forward(h)?)?)?)
+    }
+
+    /// Checks the input; the lifted, padded grid (B, width, padded grid…) and the grid shape.
+    fn lift(&self, input: &ModelInput<'_>) -> Result<(Tensor, Vec<i64>)> {
         const OP: &str = "Fno::forward";
         input.refuse(
             FnoConfig::<D>::ARCH,
@@ -197,15 +230,7 @@ impl<const D: usize> Fno<D> {
             });
         }
         let h = points_to_grid(&self.fc0.forward(&x)?, &shape)?;
-        let mut h = pad_end(&h, &c.padding)?;
-        for (l, (conv, w)) in self.convs.iter().zip(&self.ws).enumerate() {
-            h = conv.forward(&h)?.f_add(&w.forward(&h)?)?;
-            if l + 1 < self.convs.len() {
-                h = gelu(&h)?;
-            }
-        }
-        let h = grid_to_points(&crop(&h, &shape)?)?;
-        Ok(self.fc2.forward(&gelu(&self.fc1.forward(&h)?)?)?)
+        Ok((pad_end(&h, &c.padding)?, shape))
     }
 }
 
@@ -254,6 +279,23 @@ impl<const D: usize> NeuralOperator for Fno<D> {
 
     fn forward(&self, input: &ModelInput<'_>, _train: bool) -> Result<Tensor> {
         Fno::forward(self, input)
+    }
+
+    fn forward_backward(
+        &self,
+        input: &ModelInput<'_>,
+        loss: &mut crate::operator::LossFn<'_>,
+        recompute: bool,
+    ) -> Result<Tensor> {
+        if recompute {
+            self.forward_backward_recompute(input, loss)
+        } else {
+            crate::operator::plain_forward_backward(self, input, loss)
+        }
+    }
+
+    fn supports_recompute(&self) -> bool {
+        true
     }
 
     /// The unused BatchNorms are never called; there is nothing to reset, but their buffers are
