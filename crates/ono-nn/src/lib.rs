@@ -7,12 +7,13 @@
 
 pub mod attention;
 pub mod conv;
-pub mod grid;
 mod error;
+pub mod grid;
 pub mod linear;
 pub mod loss;
 pub mod mlp;
 pub mod norm;
+pub mod nsl_frame;
 pub mod orthogonal;
 pub mod spectral_conv;
 pub mod time_embedding;
@@ -20,7 +21,7 @@ pub mod transformer_block;
 pub mod weights;
 
 pub use error::{Error, Result};
-pub use linear::{Linear, LinearConfig};
+pub use linear::{Linear, LinearConfig, LinearInit};
 
 #[cfg(test)]
 mod tests {
