@@ -8,7 +8,9 @@
 pub mod attention;
 pub mod conv;
 mod error;
+pub mod geo_projection;
 pub mod grid;
+pub mod iphi;
 pub mod linear;
 pub mod loss;
 pub mod mlp;
