@@ -16,6 +16,7 @@ pub mod fixture;
 pub mod fno;
 pub mod io;
 mod model;
+pub mod nsl_fno;
 pub mod ono;
 mod operator;
 pub mod pointwise;
