@@ -14,6 +14,7 @@ mod arch;
 mod error;
 pub mod fixture;
 pub mod fno;
+pub mod geofno;
 pub mod io;
 mod model;
 pub mod nsl_fno;

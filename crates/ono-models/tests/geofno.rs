@@ -18,3 +18,32 @@ fn nsl_fno_presets_have_the_reference_parameter_counts() {
         assert_param_count("nsl_fno", bench, nsl(bench));
     }
 }
+
+#[test]
+fn elas_geofno_small() {
+    run_case("geofno", "elas_geofno_small", "geofno");
+}
+
+#[test]
+fn geofno_preset_has_the_reference_parameter_count() {
+    let geo = reference_count("geofno", &["configs", "elasticity", "param_count_real"]);
+    assert_param_count("geofno", "elasticity", geo);
+}
+
+#[test]
+fn perturbed_weights_are_caught() {
+    perturbed_weight_is_caught("geofno", "elas_geofno_small", "model_iphi.fc_code.weight");
+    perturbed_weight_is_caught("geofno", "elas_geofno_small", "model.conv4.weights1");
+    perturbed_weight_is_caught("geofno", "elas_geofno_small", "model.b4.weight");
+    perturbed_weight_is_caught("geofno", "nsl_fno_irregular_small", "iphi.fc4.weight");
+    perturbed_weight_is_caught(
+        "geofno",
+        "nsl_fno_irregular_small",
+        "fftproject_in.weights2",
+    );
+    perturbed_weight_is_caught(
+        "geofno",
+        "nsl_fno_irregular_small",
+        "preprocess.linear_pre.0.weight",
+    );
+}
