@@ -311,6 +311,7 @@ mod tests {
     /// extension, the column −k2 of row r holding conj(F[2·m1 − 1 − r, k2]). The Hermitian
     /// extension (row −k1) gives a different answer, so the test tells the two apart.
     #[test]
+    #[allow(clippy::needless_range_loop)] // the loops spell out the sums of the definition
     fn grid_to_points_matches_the_definition_with_the_flip() {
         tch::manual_seed(4);
         let (s1, s2, m1, m2, ci, co, n) = (6usize, 5usize, 2usize, 3usize, 2usize, 2usize, 7usize);
