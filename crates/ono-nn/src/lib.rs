@@ -1,6 +1,7 @@
 //! Layers and blocks of neural operators on `tch::nn::Path`: linear layers with the reference
 //! initialisations, MLPs, norms, multi-head attention modules, the pre-norm transformer block and
-//! the orthogonal attention block of ONO, convolutions and the FNO Fourier layer.
+//! the orthogonal attention block of ONO, convolutions, the FNO Fourier layer, the Geo-FNO
+//! projection with its deformation net, and the Neural-Solver-Library model frame.
 //!
 //! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
 //! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
@@ -8,11 +9,14 @@
 pub mod attention;
 pub mod conv;
 mod error;
+pub mod geo_projection;
 pub mod grid;
+pub mod iphi;
 pub mod linear;
 pub mod loss;
 pub mod mlp;
 pub mod norm;
+pub mod nsl_frame;
 pub mod orthogonal;
 pub mod spectral_conv;
 pub mod time_embedding;
@@ -20,7 +24,7 @@ pub mod transformer_block;
 pub mod weights;
 
 pub use error::{Error, Result};
-pub use linear::{Linear, LinearConfig};
+pub use linear::{Linear, LinearConfig, LinearInit};
 
 #[cfg(test)]
 mod tests {
