@@ -92,3 +92,18 @@ fn fno_trains_one_epoch_on_its_benchmarks() {
         space_time,
     );
 }
+
+#[test]
+fn geofno_and_nsl_fno_train_one_epoch_on_their_benchmarks() {
+    // Geo-FNO's point-cloud form on the Elasticity point clouds (IPHI without the code: the
+    // loader does not read `rr`).
+    let geo = "modes = [3, 3]\nwidth = 6\nlatent = [12, 12]\niphi_width = 8";
+    one_epoch("geofno", "elasticity", geo, Benchmark::Elasticity, "");
+    // NSL's FNO on its StandardBench benchmarks.
+    let nsl = "n_hidden = 8\nmodes = 3";
+    one_epoch("nsl_fno", "darcy", nsl, Benchmark::Darcy, "");
+    one_epoch("nsl_fno", "ns", nsl, Benchmark::Ns2d, "");
+    one_epoch("nsl_fno", "airfoil", nsl, Benchmark::Airfoil, "");
+    one_epoch("nsl_fno", "pipe", nsl, Benchmark::Pipe, "");
+    one_epoch("nsl_fno", "plasticity", nsl, Benchmark::Plasticity, "");
+}
