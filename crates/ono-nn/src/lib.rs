@@ -7,8 +7,9 @@
 
 pub mod attention;
 pub mod conv;
-pub mod grid;
 mod error;
+pub mod factorized_spectral_conv;
+pub mod grid;
 pub mod linear;
 pub mod loss;
 pub mod mlp;
@@ -17,6 +18,7 @@ pub mod orthogonal;
 pub mod spectral_conv;
 pub mod time_embedding;
 pub mod transformer_block;
+pub mod unet;
 pub mod weights;
 
 pub use error::{Error, Result};
