@@ -251,7 +251,10 @@ impl Fixture {
                 .map(|n| n.as_str().map(str::to_string))
                 .collect::<Option<BTreeSet<_>>>()
                 .ok_or_else(|| {
-                    fixture_err(&self.path, "tolerances.grad_not_comparable: a name is not text")
+                    fixture_err(
+                        &self.path,
+                        "tolerances.grad_not_comparable: a name is not text",
+                    )
                 })?,
         };
         Ok(Tolerances {
@@ -380,7 +383,10 @@ fn check_state_dict(
             train_tol,
         );
     }
-    let y = fixture.get("input.y")?.f_to_device(device)?.f_to_kind(kind)?;
+    let y = fixture
+        .get("input.y")?
+        .f_to_device(device)?
+        .f_to_kind(kind)?;
     let b = y.size().first().copied().unwrap_or(1);
     let loss = relative_l2(
         &train.f_reshape([b, -1])?,

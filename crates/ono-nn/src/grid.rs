@@ -109,3 +109,35 @@ pub fn crop(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
     }
     Ok(out)
 }
+
+/// The unified position embedding of the Neural-Solver-Library (`layers/Embedding.py`
+/// `unified_pos_embedding`): the Euclidean distance of every grid point to every point of a
+/// `reference`^D grid, both grids `linspace(0, 1, ·)` per axis in float64 cast to `kind` (numpy
+/// doubles cast to `torch.float` in the reference); the differences, squares, their sum over the
+/// D coordinates and the square root are taken in `kind`, with the same ops as the reference so
+/// float32 rounds alike.
+///
+/// # Shapes
+/// - returns: (n_1·…·n_D, reference^D); row i_1·n_2·…·n_D + … + i_D is the grid point at
+///   (x_1[i_1], …, x_D[i_D]) (the first coordinate along the first axis), column a_1·ref^(D−1) + …
+///   + a_D the reference point (l[a_1], …, l[a_D])
+pub fn unified_pos_embedding(
+    shape: &[i64],
+    reference: i64,
+    kind: Kind,
+    device: Device,
+) -> Result<Tensor> {
+    if reference < 1 {
+        return Err(Error::Config(format!(
+            "unified position embedding: ref = {reference} must be positive"
+        )));
+    }
+    let grid = index_grid(shape, kind, device)?; // (N, D)
+    let refs = index_grid(&vec![reference; shape.len()], kind, device)?; // (R, D)
+    Ok(grid
+        .f_unsqueeze(1)?
+        .f_sub(&refs.f_unsqueeze(0)?)?
+        .f_pow_tensor_scalar(2)?
+        .f_sum_dim_intlist(-1, false, None::<Kind>)?
+        .f_sqrt()?)
+}

@@ -14,6 +14,7 @@ pub mod linear;
 pub mod loss;
 pub mod mlp;
 pub mod norm;
+pub mod nsl_frame;
 pub mod orthogonal;
 pub mod spectral_conv;
 pub mod time_embedding;
@@ -22,7 +23,7 @@ pub mod unet;
 pub mod weights;
 
 pub use error::{Error, Result};
-pub use linear::{Linear, LinearConfig};
+pub use linear::{Linear, LinearConfig, LinearInit};
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,29 @@ use crate::Result;
 /// ±2 in absolute value, i.e. ±100σ, so it never truncates in practice and is drawn as N(0, 0.02²).
 pub const REFERENCE_STD: f64 = 0.02;
 
+/// How a block draws the parameters of its linear layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinearInit {
+    /// [`LinearConfig::default`]: N(0, 0.02²) weights, zero bias (ONO, Transolver, GNOT, which
+    /// apply `trunc_normal_(std=0.02)` to every `nn.Linear`).
+    #[default]
+    TruncNormal,
+    /// PyTorch's `nn.Linear` default, weight and bias U(±1/√in) ([`crate::conv::torch_linear`]):
+    /// the models that leave their layers as built (the FNO family, NSL's FNO/F-FNO/U-FNO/LSM).
+    Torch,
+}
+
+impl LinearInit {
+    /// Registers `weight` (out, in) and `bias` (out) on `path`.
+    pub fn init(self, path: &Path, in_dim: i64, out_dim: i64) -> Linear {
+        match self {
+            LinearInit::TruncNormal => LinearConfig::default().init(path, in_dim, out_dim),
+            LinearInit::Torch => crate::conv::torch_linear(path, in_dim, out_dim, true),
+        }
+    }
+}
+
 /// Settings of [`Linear`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LinearConfig {

@@ -1,12 +1,13 @@
 //! The reference `MLP` (ONO `ONOmodel2.py` L92–119, shared with Transolver-style code):
 //! `linear_pre = Sequential(Linear(in, hidden), GELU)`, optional residual hidden layers,
-//! `linear_post = Linear(hidden, out)`. ONO only uses it with no hidden layers.
+//! `linear_post = Linear(hidden, out)`. ONO only uses it with no hidden layers; NSL's grid models
+//! use it as their lifting (`preprocess`) with PyTorch's default initialisation.
 
 use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::linear::{Linear, LinearConfig};
+use crate::linear::{Linear, LinearInit};
 use crate::Result;
 
 /// Settings of [`Mlp`].
@@ -19,6 +20,10 @@ pub struct MlpConfig {
     pub n_layers: usize,
     /// Whether the hidden layers are residual (reference `res`, true by default).
     pub residual: bool,
+    /// How the linear layers are drawn: trunc-normal(0.02) as ONO and Transolver-style models
+    /// (the default), or PyTorch's default where the model applies no init of its own.
+    #[serde(default)]
+    pub init: LinearInit,
 }
 
 impl MlpConfig {
@@ -29,12 +34,18 @@ impl MlpConfig {
             out_dim,
             n_layers: 0,
             residual: true,
+            init: LinearInit::TruncNormal,
         }
+    }
+
+    /// The same MLP with its linear layers drawn by `init`.
+    pub fn with_init(self, init: LinearInit) -> Self {
+        Self { init, ..self }
     }
 
     /// Registers `linear_pre.0`, `linears.<i>.0` and `linear_post` (the reference's names).
     pub fn init(&self, path: &Path) -> Mlp {
-        let lin = LinearConfig::default();
+        let lin = self.init;
         Mlp {
             pre: lin.init(&(path / "linear_pre" / 0), self.in_dim, self.hidden),
             hidden: (0..self.n_layers)

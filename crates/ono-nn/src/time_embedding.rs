@@ -3,7 +3,7 @@
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::linear::{Linear, LinearConfig};
+use crate::linear::{Linear, LinearInit};
 use crate::{Error, Result};
 
 /// The reference's max period.
@@ -46,8 +46,13 @@ pub struct TimeMlp {
 }
 
 impl TimeMlp {
+    /// With ONO's trunc-normal(0.02) linear layers.
     pub fn new(path: &Path, dim: i64) -> Self {
-        let lin = LinearConfig::default();
+        Self::with_init(path, dim, LinearInit::TruncNormal)
+    }
+
+    /// With the linear layers drawn by `lin` (NSL's grid models: PyTorch defaults).
+    pub fn with_init(path: &Path, dim: i64, lin: LinearInit) -> Self {
         Self {
             fc1: lin.init(&(path / 0), dim, dim),
             fc2: lin.init(&(path / 2), dim, dim),

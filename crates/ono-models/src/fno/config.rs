@@ -87,7 +87,10 @@ impl<const D: usize> FnoConfig<D> {
     pub(crate) fn check(&self, arch: &str) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("{arch}: {msg}")));
         if self.modes.len() != D || self.modes.iter().any(|&m| m < 1) {
-            return bad(format!("modes must be {D} positive numbers, got {:?}", self.modes));
+            return bad(format!(
+                "modes must be {D} positive numbers, got {:?}",
+                self.modes
+            ));
         }
         if self.padding.len() != D || self.padding.iter().any(|&p| p < 0) {
             return bad(format!(
