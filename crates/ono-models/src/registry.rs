@@ -121,6 +121,8 @@ registry! {
     Fno1d(crate::fno::FnoConfig<1>),
     Fno2d(crate::fno::FnoConfig<2>),
     Fno3d(crate::fno::FnoConfig<3>),
+    GeoFno(crate::geofno::GeoFnoConfig),
+    NslFno(crate::nsl_fno::NslFnoConfig),
 }
 
 fn unknown_arch(arch: &str) -> Error {

@@ -33,7 +33,9 @@
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
+use crate::geo_projection::{GeoSpectralConv, GeoSpectralConvConfig};
 use crate::grid::{crop, grid_to_points, pad_end, points_to_grid, unified_pos_embedding};
+use crate::iphi::{Iphi, IphiConfig};
 use crate::linear::LinearInit;
 use crate::mlp::{Mlp, MlpConfig};
 use crate::time_embedding::TimeMlp;
@@ -153,15 +155,28 @@ impl NslFrameConfig {
         let time_fc = self
             .time_input
             .then(|| TimeMlp::with_init(&(path / "time_fc"), h, LinearInit::Torch));
-        if let NslGeometry::Unstructured { .. } = self.geometry {
-            return Err(Error::Config(
-                "NSL model frame: the unstructured (Geo-FNO) path is not built yet".into(),
-            ));
-        }
+        let cloud = match self.geometry {
+            NslGeometry::Structured { .. } => None,
+            NslGeometry::Unstructured { latent, modes } => {
+                let proj = GeoSpectralConvConfig {
+                    in_channels: h,
+                    out_channels: h,
+                    modes: [modes, modes],
+                    latent,
+                };
+                Some(Cloud {
+                    project_in: proj.init(&(path / "fftproject_in"))?,
+                    project_out: proj.init(&(path / "fftproject_out"))?,
+                    // NSL builds `IPHI()`: width 32 whatever n_hidden is.
+                    iphi: IphiConfig::default().init(&(path / "iphi"))?,
+                })
+            }
+        };
         Ok(NslFrame {
             cfg: self.clone(),
             preprocess,
             time_fc,
+            cloud,
         })
     }
 }
@@ -192,6 +207,8 @@ pub struct FrameContext {
 enum Place {
     /// The grid shape before padding.
     Grid(Vec<i64>),
+    /// The points' computational coordinates ξ = IPHI(pos), (B, N, 2).
+    Cloud(Tensor),
 }
 
 impl FrameContext {
@@ -199,6 +216,7 @@ impl FrameContext {
     pub fn grid_shape(&self) -> Option<&[i64]> {
         match &self.place {
             Place::Grid(s) => Some(s),
+            Place::Cloud(_) => None,
         }
     }
 
@@ -214,6 +232,15 @@ pub struct NslFrame {
     cfg: NslFrameConfig,
     preprocess: Mlp,
     time_fc: Option<TimeMlp>,
+    cloud: Option<Cloud>,
+}
+
+/// The Geo-FNO projections of the unstructured geometry.
+#[derive(Debug)]
+struct Cloud {
+    project_in: GeoSpectralConv,
+    project_out: GeoSpectralConv,
+    iphi: Iphi,
 }
 
 /// NSL's padding of one axis: up to the next multiple of 16.
@@ -337,8 +364,8 @@ impl NslFrame {
                 ))
             }
         }
-        match grid {
-            Some(shape) => {
+        match (grid, &self.cloud) {
+            (Some(shape), _) => {
                 let g = points_to_grid(&h, &shape)?;
                 let pad: Vec<i64> = if shape.len() < 2 {
                     vec![0]
@@ -354,8 +381,21 @@ impl NslFrame {
                     },
                 ))
             }
-            None => Err(Error::Config(
-                "NSL model frame: the unstructured (Geo-FNO) path is not built yet".into(),
+            (None, Some(cloud)) => {
+                let xi = cloud.iphi.forward(&input.pos.f_to_kind(kind)?, None)?;
+                let latent = cloud
+                    .project_in
+                    .points_to_grid(&h.f_permute([0, 2, 1])?, &xi)?;
+                Ok((
+                    latent,
+                    FrameContext {
+                        n_points: n,
+                        place: Place::Cloud(xi),
+                    },
+                ))
+            }
+            (None, None) => Err(Error::Config(
+                "NSL model frame: a structured frame without a grid".into(),
             )),
         }
     }
@@ -379,6 +419,15 @@ impl NslFrame {
                     });
                 }
                 grid_to_points(&crop(latent, shape)?)
+            }
+            Place::Cloud(xi) => {
+                let cloud = self.cloud.as_ref().ok_or_else(|| {
+                    Error::Config("NSL model frame: a point-cloud context for a grid frame".into())
+                })?;
+                Ok(cloud
+                    .project_out
+                    .grid_to_points(latent, xi)?
+                    .f_permute([0, 2, 1])?)
             }
         }
     }
