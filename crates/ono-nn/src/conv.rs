@@ -62,7 +62,7 @@ impl ConvConfig {
             return Err(Error::Config(format!("convolution {self:?}")));
         }
         let mut shape = vec![self.out_channels, self.in_channels];
-        shape.extend(std::iter::repeat(self.kernel).take(self.dims));
+        shape.extend(std::iter::repeat_n(self.kernel, self.dims));
         let fan_in = self.in_channels * self.kernel.pow(self.dims as u32);
         let b = default_bound(fan_in);
         let init = Init::Uniform { lo: -b, up: b };
