@@ -75,17 +75,18 @@ fn instance_norm_and_time_input() {
     }
     let opts = (Kind::Double, Device::Cpu);
     let (pos, fx, t) = (
-        Tensor::rand([2, 70, 2], opts),
-        Tensor::randn([2, 70, 1], opts),
+        Tensor::rand([2, 140, 2], opts),
+        Tensor::randn([2, 140, 1], opts),
         Tensor::rand([2, 1], opts),
     );
-    let grid = [7i64, 10];
+    // Padded to 16 × 32: a 1 × 2 coarsest level (InstanceNorm needs more than one cell).
+    let grid = [7i64, 20];
     let input = ModelInput::new(&pos, &fx)
         .with_grid(Some(&grid))
         .with_time(Some(&t));
     let eval = m.forward(&input, false).unwrap();
     let train = m.forward(&input, true).unwrap();
-    assert_eq!(train.size(), [2, 70, 2]);
+    assert_eq!(train.size(), [2, 140, 2]);
     assert!(train.f_sub(&eval).unwrap().abs().max().double_value(&[]) < 1e-12);
     train.sum(Kind::Double).backward();
     for (name, var) in &vars {

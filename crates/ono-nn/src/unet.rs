@@ -286,7 +286,8 @@ pub struct UNet {
 impl UNet {
     /// NSL's `U_Net.multiscale`. Four halvings: every axis needs at least 16 cells. The
     /// reference pads the upsampled map to the skip's size only in 2-D (`Up2D`); its `Up1D` and
-    /// `Up3D` concatenate directly and fail on odd sizes, and so does this port.
+    /// `Up3D` concatenate directly and fail on odd sizes, and so does this port. A coarsest level
+    /// of one value per channel is refused as PyTorch's norms refuse it (below).
     ///
     /// # Shapes
     /// - `x`: (B, c, n_1, …, n_D) with every n_j ≥ 16
@@ -301,6 +302,31 @@ impl UNet {
                 expected: format!(
                     "(B, {}, n_1, …, n_{d}) with every n_j ≥ 16 (four halvings)",
                     self.cfg.channels
+                ),
+                got: size,
+            });
+        }
+        // The coarsest level has ⌊n_j/16⌋ cells per axis. PyTorch's Python norms refuse to
+        // normalise a single value (BatchNorm in training: B·cells = 1, `_verify_batch_size`;
+        // InstanceNorm always: cells = 1, `_verify_spatial_size`); libtorch does not check and
+        // would return the bias. Refuse as the reference does.
+        let cells: i64 = size[2..].iter().map(|n| n / 16).product();
+        let single = match self.cfg.norm {
+            UNetNorm::Batch => train && size[0] * cells == 1,
+            UNetNorm::Instance => cells == 1,
+        };
+        if single {
+            return Err(Error::Shape {
+                op: "UNet",
+                expected: format!(
+                    "more than one value per channel at the coarsest level for {:?} norm \
+                     (⌊n_j/16⌋ cells per axis{})",
+                    self.cfg.norm,
+                    if self.cfg.norm == UNetNorm::Batch {
+                        " times the batch size, in training"
+                    } else {
+                        ""
+                    }
                 ),
                 got: size,
             });
@@ -579,5 +605,25 @@ mod tests {
         // Odd sizes work in 2-D (padded to the skip), as Up2D.
         let odd = Tensor::randn([2, 2, 17, 19], cpu(Kind::Float));
         assert_eq!(unet.forward(&odd, true).unwrap().size(), [2, 2, 17, 19]);
+        // One sample on a 1 × 1 coarsest level: BatchNorm cannot train on one value, as
+        // PyTorch refuses; evaluation (running statistics) is fine.
+        let one = Tensor::randn([1, 2, 16, 31], cpu(Kind::Float));
+        assert!(matches!(unet.forward(&one, true), Err(Error::Shape { .. })));
+        assert!(unet.forward(&one, false).is_ok());
+        assert!(unet.forward(&one.repeat([2, 1, 1, 1]), true).is_ok());
+        let vs = VarStore::new(Device::Cpu);
+        let inst = UNetConfig {
+            dims: 2,
+            channels: 2,
+            norm: UNetNorm::Instance,
+        }
+        .init(&vs.root())
+        .unwrap();
+        let two = one.repeat([2, 1, 1, 1]);
+        assert!(matches!(
+            inst.forward(&two, false),
+            Err(Error::Shape { .. })
+        ));
+        assert!(inst.forward(&two.repeat([1, 1, 1, 2]), false).is_ok());
     }
 }
