@@ -245,3 +245,191 @@ impl GeoSpectralConv {
         Ok(Tensor::f_einsum("bcxy,bnxy->bcn", &[f, basis], None::<&[i64]>)?.f_real()?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spectral_conv::SpectralConvConfig;
+    use tch::nn::VarStore;
+
+    const F64: (Kind, Device) = (Kind::Double, Device::Cpu);
+
+    fn projection(
+        vs: &VarStore,
+        ci: i64,
+        co: i64,
+        modes: [i64; 2],
+        latent: [i64; 2],
+    ) -> GeoSpectralConv {
+        GeoSpectralConvConfig {
+            in_channels: ci,
+            out_channels: co,
+            modes,
+            latent,
+        }
+        .init(&(vs.root() / "p"))
+        .unwrap()
+    }
+
+    /// Points lying exactly on the latent grid (ξ = (i/s1, j/s2)) make the non-uniform sum the
+    /// DFT of the grid, so the projection equals the FNO layer (rfft2, corners, irfft2) on that
+    /// grid with the same weights.
+    #[test]
+    fn points_on_the_grid_give_the_fno_layer() {
+        tch::manual_seed(3);
+        let (s1, s2, m1, m2, ci, co) = (8i64, 6i64, 3i64, 2i64, 2i64, 3i64);
+        let vs = VarStore::new(Device::Cpu);
+        let geo = projection(&vs, ci, co, [m1, m2], [s1, s2]);
+        let mut fno = SpectralConvConfig {
+            in_channels: ci,
+            out_channels: co,
+            modes: vec![m1, m2],
+        }
+        .init(&(vs.root() / "f"))
+        .unwrap();
+        tch::no_grad(|| {
+            fno.weights[0].copy_(&geo.weights1);
+            fno.weights[1].copy_(&geo.weights2);
+        });
+        vs.root().set_kind(Kind::Double);
+        let grid = Tensor::randn([2, ci, s1, s2], F64);
+        let i = Tensor::arange(s1, F64).divide_scalar(s1 as f64);
+        let j = Tensor::arange(s2, F64).divide_scalar(s2 as f64);
+        let mesh = Tensor::meshgrid_indexing(&[i, j], "ij");
+        let xi = Tensor::stack(&[mesh[0].reshape([-1]), mesh[1].reshape([-1])], -1)
+            .unsqueeze(0)
+            .expand([2, s1 * s2, 2], false);
+        let u = grid.reshape([2, ci, s1 * s2]);
+        let got = geo.points_to_grid(&u, &xi).unwrap();
+        let want = fno.forward(&grid).unwrap();
+        let err = (&got - &want).abs().max().double_value(&[]);
+        assert!(err < 1e-12 * want.abs().max().double_value(&[]), "{err}");
+    }
+
+    /// The grid → points transform against the definition in scalar float64 loops: a naive
+    /// 2-D DFT of the grid, the corner products, and the series with the reference's
+    /// extension, the column −k2 of row r holding conj(F[2·m1 − 1 − r, k2]). The Hermitian
+    /// extension (row −k1) gives a different answer, so the test tells the two apart.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // the loops spell out the sums of the definition
+    fn grid_to_points_matches_the_definition_with_the_flip() {
+        tch::manual_seed(4);
+        let (s1, s2, m1, m2, ci, co, n) = (6usize, 5usize, 2usize, 3usize, 2usize, 2usize, 7usize);
+        let vs = VarStore::new(Device::Cpu);
+        let geo = projection(
+            &vs,
+            ci as i64,
+            co as i64,
+            [m1 as i64, m2 as i64],
+            [s1 as i64, s2 as i64],
+        );
+        vs.root().set_kind(Kind::Double);
+        let grid = Tensor::randn([1, ci as i64, s1 as i64, s2 as i64], F64);
+        let xi = Tensor::rand([1, n as i64, 2], F64);
+        let got =
+            Vec::<f64>::try_from(geo.grid_to_points(&grid, &xi).unwrap().reshape([-1])).unwrap();
+
+        let g = Vec::<f64>::try_from(grid.reshape([-1])).unwrap();
+        let x = Vec::<f64>::try_from(xi.reshape([-1])).unwrap();
+        let w = |t: &Tensor| Vec::<f64>::try_from(t.reshape([-1])).unwrap();
+        let (w1, w2) = (w(&geo.weights1), w(&geo.weights2));
+        type C = (f64, f64);
+        let mul = |a: C, b: C| (a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0);
+        let tau = 2.0 * std::f64::consts::PI;
+        // Naive DFT û[c][k1 row of the grid][k2].
+        let dft = |c: usize, r: usize, k2: usize| -> C {
+            let mut acc = (0.0, 0.0);
+            for a in 0..s1 {
+                for bb in 0..s2 {
+                    let v = g[(c * s1 + a) * s2 + bb];
+                    let ph = -tau * ((r * a) as f64 / s1 as f64 + (k2 * bb) as f64 / s2 as f64);
+                    acc.0 += v * ph.cos();
+                    acc.1 += v * ph.sin();
+                }
+            }
+            acc
+        };
+        // F[o][row][k2], rows 0..m1 from the low corner, m1..2m1 from the high one.
+        let mut f = vec![vec![vec![(0.0, 0.0); m2]; 2 * m1]; co];
+        for (o, fo) in f.iter_mut().enumerate() {
+            for (row, fr) in fo.iter_mut().enumerate() {
+                let (grid_row, wt, wr) = if row < m1 {
+                    (row, &w1, row)
+                } else {
+                    (s1 - m1 + (row - m1), &w2, row - m1)
+                };
+                for (k2, v) in fr.iter_mut().enumerate() {
+                    for c in 0..ci {
+                        let k = (((c * co + o) * m1 + wr) * m2 + k2) * 2;
+                        let p = mul(dft(c, grid_row, k2), (wt[k], wt[k + 1]));
+                        v.0 += p.0;
+                        v.1 += p.1;
+                    }
+                }
+            }
+        }
+        let k1_of = |row: usize| {
+            if row < m1 {
+                row as f64
+            } else {
+                row as f64 - 2.0 * m1 as f64
+            }
+        };
+        let series = |hermitian: bool| -> Vec<f64> {
+            let mut out = vec![0.0; co * n];
+            for o in 0..co {
+                for p in 0..n {
+                    let (x0, x1) = (x[2 * p], x[2 * p + 1]);
+                    let mut acc = 0.0;
+                    for row in 0..2 * m1 {
+                        let k1 = k1_of(row);
+                        for k2 in 0..m2 {
+                            let ph = tau * (x0 * k1 + x1 * k2 as f64);
+                            acc += mul(f[o][row][k2], (ph.cos(), ph.sin())).0;
+                        }
+                        for k2 in 1..m2 {
+                            let src = if hermitian {
+                                (2 * m1 - row) % (2 * m1)
+                            } else {
+                                2 * m1 - 1 - row
+                            };
+                            let v = f[o][src][k2];
+                            let ph = tau * (x0 * k1 - x1 * k2 as f64);
+                            acc += mul((v.0, -v.1), (ph.cos(), ph.sin())).0;
+                        }
+                    }
+                    out[o * n + p] = acc;
+                }
+            }
+            out
+        };
+        let scale = got.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let diff =
+            |a: &[f64], b: &[f64]| a.iter().zip(b).fold(0f64, |m, (p, q)| m.max((p - q).abs()));
+        let want = series(false);
+        assert!(diff(&got, &want) < 1e-12 * scale, "{}", diff(&got, &want));
+        assert!(
+            diff(&got, &series(true)) > 1e-3 * scale,
+            "the flip went unnoticed"
+        );
+    }
+
+    #[test]
+    fn refuses_bad_shapes() {
+        let vs = VarStore::new(Device::Cpu);
+        let geo = projection(&vs, 2, 2, [2, 2], [6, 6]);
+        let u = Tensor::zeros([1, 2, 5], (Kind::Float, Device::Cpu));
+        let xi = Tensor::zeros([1, 4, 2], (Kind::Float, Device::Cpu));
+        assert!(geo.points_to_grid(&u, &xi).is_err());
+        let small = Tensor::zeros([1, 2, 1, 6], (Kind::Float, Device::Cpu));
+        assert!(geo.grid_to_points(&small, &xi).is_err());
+        assert!(GeoSpectralConvConfig {
+            in_channels: 1,
+            out_channels: 1,
+            modes: [4, 2],
+            latent: [6, 6],
+        }
+        .init(&vs.root())
+        .is_err());
+    }
+}

@@ -10,7 +10,7 @@ use crate::{Error, Result};
 /// float32 `linspace` differs by an ulp at some points).
 ///
 /// # Shapes
-/// - returns: (n_1·…·n_D, D), point i_1·n_2·…·n_D + … + i_D at (x_1[i_1], …, x_D[i_D])
+/// - returns: (n_1·…·n_D, D), point i_1·n_2·…·n_D + … + i_D at (x_1(i_1), …, x_D(i_D))
 pub fn index_grid(shape: &[i64], kind: Kind, device: Device) -> Result<Tensor> {
     if shape.is_empty() || shape.iter().any(|&n| n < 1) {
         return Err(Error::Shape {
@@ -119,8 +119,8 @@ pub fn crop(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
 ///
 /// # Shapes
 /// - returns: (n_1·…·n_D, reference^D); row i_1·n_2·…·n_D + … + i_D is the grid point at
-///   (x_1[i_1], …, x_D[i_D]) (the first coordinate along the first axis), column a_1·ref^(D−1) + …
-///   + a_D the reference point (l[a_1], …, l[a_D])
+///   (x_1(i_1), …, x_D(i_D)) (the first coordinate along the first axis), column
+///   a_1·ref^(D−1) + … + a_D the reference point (l(a_1), …, l(a_D))
 pub fn unified_pos_embedding(
     shape: &[i64],
     reference: i64,

@@ -124,13 +124,6 @@ impl NslFrameConfig {
                             .into(),
                     );
                 }
-                if self.space_dim != 2 {
-                    return bad(format!(
-                        "the Geo-FNO projection needs 2-D point coordinates as pos (space_dim 2, \
-                         got {})",
-                        self.space_dim
-                    ));
-                }
                 if *modes < 1 || latent.iter().any(|&s| s < 2 * modes || s / 2 + 1 < *modes) {
                     return bad(format!(
                         "the latent grid {latent:?} must hold 2·{modes} rows and {modes} rFFT \
@@ -382,6 +375,17 @@ impl NslFrame {
                 ))
             }
             (None, Some(cloud)) => {
+                // Any space_dim builds (the preprocess takes what the data has); the projection
+                // reads 2-D coordinates.
+                if c.space_dim != 2 {
+                    return Err(Error::Shape {
+                        op: OP,
+                        expected: "pos (B, N, 2): the Geo-FNO projection needs the points' 2-D \
+                                   coordinates"
+                            .into(),
+                        got: ps,
+                    });
+                }
                 let xi = cloud.iphi.forward(&input.pos.f_to_kind(kind)?, None)?;
                 let latent = cloud
                     .project_in

@@ -3,7 +3,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
-use ono_nn::iphi::CODE_DIM;
 
 /// `FNO2d(modes1, modes2, width, in_channels=2, out_channels, is_mesh=True, s1, s2)` and
 /// `IPHI(width)` of `elasticity/elas_geofno.py`. Missing fields take the `elasticity` preset's
@@ -46,7 +45,9 @@ impl GeoFnoConfig {
         self.space_dim == 2
     }
 
-    /// Channels of the geometry code at the end of `fx`: 0 or 42.
+    /// Channels of the geometry code at the end of `fx` (0 or 42 in a usable layout; the
+    /// parameters do not depend on it, so any data dimensions build and the forward refuses a
+    /// layout it cannot read).
     pub fn code_dim(&self) -> i64 {
         self.fun_dim - if self.mesh_in_pos() { 0 } else { 2 }
     }
@@ -72,20 +73,6 @@ impl GeoFnoConfig {
             return bad(format!(
                 "iphi_width {} must be a positive multiple of 4",
                 self.iphi_width
-            ));
-        }
-        if !self.mesh_in_pos() && self.fun_dim < 2 {
-            return bad(format!(
-                "the mesh is pos (space_dim 2) or the first two fx channels; got space_dim {} \
-                 and fun_dim {}",
-                self.space_dim, self.fun_dim
-            ));
-        }
-        let code = self.code_dim();
-        if code != 0 && code != CODE_DIM {
-            return bad(format!(
-                "after the mesh, fx holds the geometry code: {CODE_DIM} channels (IPHI's \
-                 Linear({CODE_DIM}, width)) or none, got {code}"
             ));
         }
         Ok(())

@@ -44,7 +44,7 @@ use crate::{Error, Result};
 use ono_nn::conv::{torch_linear, Conv, ConvConfig};
 use ono_nn::geo_projection::{GeoSpectralConv, GeoSpectralConvConfig};
 use ono_nn::grid::{index_grid, points_to_grid};
-use ono_nn::iphi::{Iphi, IphiConfig};
+use ono_nn::iphi::{Iphi, IphiConfig, CODE_DIM};
 use ono_nn::mlp::gelu;
 use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
 use ono_nn::Linear;
@@ -144,6 +144,19 @@ impl GeoFno {
                 })
             }
         };
+        let code_dim = c.code_dim();
+        if (!c.mesh_in_pos() && c.fun_dim < 2) || (code_dim != 0 && code_dim != CODE_DIM) {
+            return Err(Error::Shape {
+                op: OP,
+                expected: format!(
+                    "the mesh as pos (B, N, 2) or as the first two fx channels, then the \
+                     geometry code ({CODE_DIM} fx channels) or nothing; the data has space_dim \
+                     {} and fun_dim {}",
+                    c.space_dim, c.fun_dim
+                ),
+                got: ps,
+            });
+        }
         let fx = match (input.fx, c.fun_dim) {
             (Some(fx), f) if fx.size() == [b, n, f] => Some(fx.f_to_kind(kind)?),
             (None, 0) => None,
