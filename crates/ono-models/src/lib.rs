@@ -8,10 +8,13 @@
 //! - one folder per architecture: [`ono`] (ONO, its cross-attention variant, presets, reference
 //!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor), [`fno`] (FNO on
 //!   1-, 2- and 3-D grids, and Geo-FNO on structured meshes);
+//! - the Neural-Solver-Library's F-FNO ([`ffno`]) and U-FNO ([`ufno`]) on its model frame
+//!   ([`ono_nn::nsl_frame`]);
 //! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
 
 mod arch;
 mod error;
+pub mod ffno;
 pub mod fixture;
 pub mod fno;
 pub mod geofno;
@@ -22,6 +25,7 @@ pub mod ono;
 mod operator;
 pub mod pointwise;
 pub mod registry;
+pub mod ufno;
 
 pub use arch::{ArchConfig, DataDims};
 pub use error::{Error, Result};

@@ -123,6 +123,8 @@ registry! {
     Fno3d(crate::fno::FnoConfig<3>),
     GeoFno(crate::geofno::GeoFnoConfig),
     NslFno(crate::nsl_fno::NslFnoConfig),
+    Ffno(crate::ffno::FfnoConfig),
+    Ufno(crate::ufno::UfnoConfig),
 }
 
 fn unknown_arch(arch: &str) -> Error {

@@ -9,6 +9,7 @@
 pub mod attention;
 pub mod conv;
 mod error;
+pub mod factorized_spectral_conv;
 pub mod geo_projection;
 pub mod grid;
 pub mod iphi;
@@ -21,6 +22,7 @@ pub mod orthogonal;
 pub mod spectral_conv;
 pub mod time_embedding;
 pub mod transformer_block;
+pub mod unet;
 pub mod weights;
 
 pub use error::{Error, Result};

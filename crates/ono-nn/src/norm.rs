@@ -1,4 +1,5 @@
-//! LayerNorm and BatchNorm (`nn.BatchNorm1d/2d/3d`) with PyTorch's defaults and parameter names.
+//! LayerNorm, BatchNorm (`nn.BatchNorm1d/2d/3d`) and affine InstanceNorm
+//! (`nn.InstanceNorm1d/2d/3d(affine = True)`) with PyTorch's defaults and parameter names.
 
 use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
@@ -143,6 +144,53 @@ impl BatchNorm {
             None::<&Tensor>,
             true,
             self.momentum,
+            self.eps,
+            true,
+        )?)
+    }
+}
+
+/// InstanceNorm over the spatial axes of (B, C, …), each sample and channel on its own, with a
+/// per-channel affine map: PyTorch's `InstanceNorm1d/2d/3d(C, affine = True)` with its default
+/// `track_running_stats = False`, so training and evaluation are the same (biased variance,
+/// eps 1e-5). `weight` 1s and `bias` 0s.
+#[derive(Debug)]
+pub struct InstanceNorm {
+    pub weight: Tensor,
+    pub bias: Tensor,
+    channels: i64,
+    eps: f64,
+}
+
+impl InstanceNorm {
+    pub fn new(path: &Path, channels: i64) -> Self {
+        Self {
+            weight: path.var("weight", &[channels], Init::Const(1.0)),
+            bias: path.var("bias", &[channels], Init::Const(0.0)),
+            channels,
+            eps: EPS,
+        }
+    }
+
+    /// # Shapes
+    /// - `x`: (B, C, n_1, …) with at least one spatial axis
+    /// - returns: the shape of `x`
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let size = x.size();
+        if size.len() < 3 || size[1] != self.channels {
+            return Err(Error::Shape {
+                op: "InstanceNorm",
+                expected: format!("(B, {}, n_1, …)", self.channels),
+                got: size,
+            });
+        }
+        Ok(x.f_instance_norm(
+            Some(&self.weight),
+            Some(&self.bias),
+            None::<&Tensor>,
+            None::<&Tensor>,
+            true,
+            0.1,
             self.eps,
             true,
         )?)

@@ -1,0 +1,182 @@
+//! The Factorized FNO as the Neural-Solver-Library builds it (`models/F_FNO.py`,
+//! `layers/FFNO_Layers.py`, thuml/Neural-Solver-Library `db942b7`): `arch = "ffno"`. NSL's frame
+//! ([`ono_nn::nsl_frame`]) around `n_layers` residual factorised Fourier layers.
+//!
+//! ```text
+//! frame.enter → n_layers × (x ← x + Σ_axes irfft(W_axis · rfft_axis(x))) → frame.leave
+//!   → fc1 (H → H) → GELU → fc2 (H → out)
+//! ```
+//!
+//! NSL's variant is stripped down from the paper's (Tran et al. 2023): no feed-forward after
+//! the spectral sum, no weight sharing, no activation anywhere in the latent part (it is linear
+//! in x). On 1-D grids NSL's `SpectralConv1d` is the plain FNO layer (`weights1`, default
+//! normalisation, `U[0, 1/H²)` init), and so is this port's. Fixtures: `fixtures/ffno`.
+
+mod config;
+pub mod presets;
+pub(crate) mod reference;
+
+pub use config::FfnoConfig;
+
+use tch::nn::Path;
+use tch::Tensor;
+
+use crate::arch::{ArchConfig, DataDims};
+use crate::operator::{InputPart, ModelInput, NeuralOperator};
+use crate::Result;
+use ono_nn::conv::torch_linear;
+use ono_nn::factorized_spectral_conv::{FactorizedSpectralConv, FactorizedSpectralConvConfig};
+use ono_nn::mlp::gelu;
+use ono_nn::nsl_frame::{FrameInput, NslFrame};
+use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
+use ono_nn::Linear;
+
+/// One latent layer: factorised on 2-D and 3-D grids, NSL's plain FNO `SpectralConv1d` in 1-D.
+#[derive(Debug)]
+enum Layer {
+    Fno(SpectralConv),
+    Factorized(FactorizedSpectralConv),
+}
+
+impl Layer {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(match self {
+            Layer::Fno(conv) => conv.forward(x)?,
+            Layer::Factorized(conv) => conv.forward(x)?,
+        })
+    }
+}
+
+/// See the module documentation. Variables under NSL's names: the frame's (`preprocess.*`,
+/// `time_fc.*`, `fftproject_in/out.*`, `iphi.*`), `spectral_layers.{l}.fourier_weight.{axis}`
+/// (1-D: `spectral_layers.{l}.weights1`), `fc1`, `fc2`.
+#[derive(Debug)]
+pub struct Ffno {
+    cfg: FfnoConfig,
+    frame: NslFrame,
+    layers: Vec<Layer>,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl Ffno {
+    /// Builds the layers with NSL's initialisation (PyTorch defaults for the linear layers,
+    /// xavier-normal factorised weights).
+    pub fn new(path: &Path, cfg: &FfnoConfig) -> Result<Self> {
+        cfg.check()?;
+        let frame = cfg.frame().init(path)?;
+        let (h, d) = (cfg.n_hidden, cfg.latent_dims());
+        let layers = (0..cfg.n_layers)
+            .map(|l| -> Result<Layer> {
+                let p = path / "spectral_layers" / l;
+                Ok(if d == 1 {
+                    Layer::Fno(
+                        SpectralConvConfig {
+                            in_channels: h,
+                            out_channels: h,
+                            modes: vec![cfg.modes],
+                        }
+                        .init(&p)?,
+                    )
+                } else {
+                    Layer::Factorized(
+                        FactorizedSpectralConvConfig {
+                            in_channels: h,
+                            out_channels: h,
+                            modes: vec![cfg.modes; d],
+                        }
+                        .init(&p)?,
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            cfg: cfg.clone(),
+            frame,
+            layers,
+            fc1: torch_linear(&(path / "fc1"), h, h, true),
+            fc2: torch_linear(&(path / "fc2"), h, cfg.out_dim, true),
+        })
+    }
+
+    pub fn config(&self) -> &FfnoConfig {
+        &self.cfg
+    }
+
+    /// # Shapes
+    /// - `input.pos`: (B, N, space_dim) (structured with `unified_pos`: only B, N are read);
+    ///   `input.fx`: (B, N, fun_dim) (absent when fun_dim = 0); `input.time`: (B, 1) with
+    ///   `time_input`; `input.grid`: the grid shape (structured; optional in 1-D)
+    /// - returns: (B, N, out_dim)
+    pub fn forward(&self, input: &ModelInput<'_>) -> Result<Tensor> {
+        let mut refused = vec![InputPart::Mask, InputPart::Functions, InputPart::Query];
+        if !self.cfg.time_input {
+            refused.push(InputPart::Time);
+        }
+        input.refuse(FfnoConfig::ARCH, &refused)?;
+        let (mut x, ctx) = self.frame.enter(&FrameInput {
+            pos: input.pos,
+            fx: input.fx,
+            time: input.time,
+            grid: input.grid,
+        })?;
+        for layer in &self.layers {
+            x = x.f_add(&layer.forward(&x)?)?;
+        }
+        let h = self.frame.leave(&x, &ctx)?;
+        Ok(self.fc2.forward(&gelu(&self.fc1.forward(&h)?)?)?)
+    }
+}
+
+impl ArchConfig for FfnoConfig {
+    const ARCH: &'static str = "ffno";
+
+    fn preset_names() -> &'static [&'static str] {
+        presets::NAMES
+    }
+
+    fn preset(name: &str) -> Result<Self> {
+        presets::by_name(name)
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.check()
+    }
+
+    fn set_data_dims(&mut self, dims: DataDims) {
+        self.space_dim = dims.space_dim;
+        self.fun_dim = dims.fun_dim;
+        self.out_dim = dims.out_dim;
+        self.time_input = dims.time_input;
+    }
+
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(Ffno::new(path, self)?))
+    }
+
+    fn claims_reference(json: &serde_json::Value) -> bool {
+        reference::claims(json, "models.F_FNO.Model")
+    }
+
+    fn from_reference(json: &serde_json::Value) -> Result<Self> {
+        reference::config(json)
+    }
+}
+
+impl NeuralOperator for Ffno {
+    fn arch(&self) -> &'static str {
+        FfnoConfig::ARCH
+    }
+
+    fn forward(&self, input: &ModelInput<'_>, _train: bool) -> Result<Tensor> {
+        Ffno::forward(self, input)
+    }
+
+    fn reference_forward(
+        &self,
+        inputs: &ono_nn::weights::NamedTensors,
+        train: bool,
+    ) -> Result<Tensor> {
+        reference::forward(self, self.cfg.structured_dims(), inputs, train)
+    }
+}
