@@ -78,7 +78,7 @@ fn check(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<(
             ),
         });
     }
-    let (b, ci) = (size[0], size[1]);
+    let ci = size[1];
     let spatial = &size[2..];
     let last_kept = spatial[d - 1] / 2 + 1;
     for (j, (&m, &n)) in modes.iter().zip(spatial).enumerate() {

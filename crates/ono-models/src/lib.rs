@@ -21,6 +21,7 @@ pub mod geofno;
 pub mod io;
 mod model;
 pub mod nsl_fno;
+mod nsl_reference;
 pub mod ono;
 mod operator;
 pub mod pointwise;

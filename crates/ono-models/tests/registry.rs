@@ -51,7 +51,9 @@ fn configurations_carry_their_arch_and_untagged_ones_are_ono() {
     let err = serde_json::from_str::<ModelConfig>(r#"{"arch": "mlp", "n_hidden": 3}"#).unwrap_err();
     assert!(err.to_string().contains("n_hidden"), "{err}");
     assert_eq!(&ARCHS[..2], ["ono", "mlp"]);
-    for arch in ["fno1d", "fno2d", "fno3d", "geofno", "nsl_fno"] {
+    for arch in [
+        "fno1d", "fno2d", "fno3d", "geofno", "nsl_fno", "ffno", "ufno",
+    ] {
         assert!(ARCHS.contains(&arch), "{arch} is not registered");
     }
 }

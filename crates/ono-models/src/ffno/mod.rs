@@ -14,7 +14,7 @@
 
 mod config;
 pub mod presets;
-pub(crate) mod reference;
+mod reference;
 
 pub use config::FfnoConfig;
 
@@ -155,7 +155,7 @@ impl ArchConfig for FfnoConfig {
     }
 
     fn claims_reference(json: &serde_json::Value) -> bool {
-        reference::claims(json, "models.F_FNO.Model")
+        crate::nsl_reference::claims(json, "models.F_FNO.Model")
     }
 
     fn from_reference(json: &serde_json::Value) -> Result<Self> {
@@ -177,6 +177,6 @@ impl NeuralOperator for Ffno {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        reference::forward(self, self.cfg.structured_dims(), inputs, train)
+        crate::nsl_reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }

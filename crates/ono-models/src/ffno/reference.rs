@@ -1,83 +1,12 @@
-//! NSL's `models/F_FNO.py` as the fixture cases describe it (`fixtures/ffno`): the `args`
-//! overrides, `s1`, `s2`, and `Model.forward(x, fx)`. The argument reading and the grid of the
-//! structured cases are shared with U-FNO (`fixtures/ufno`), whose fixtures follow the same
-//! scheme.
+//! NSL's `models/F_FNO.py` as the fixture cases describe it (`fixtures/ffno`), read with the
+//! shared NSL fixture reader ([`crate::nsl_reference`]).
 
 use serde_json::Value;
-use tch::{Kind, Tensor};
 
 use super::FfnoConfig;
 use crate::nsl_fno::Geotype;
-use crate::operator::{ModelInput, NeuralOperator};
-use crate::{Error, Result};
-use ono_nn::grid::index_grid;
-use ono_nn::weights::NamedTensors;
-
-/// Whether the fixture's model class is `class` (`models.F_FNO.Model`, `models.U_FNO.Model`),
-/// whatever the geotype suffix.
-pub(crate) fn claims(json: &Value, class: &str) -> bool {
-    json["model_class"]
-        .as_str()
-        .is_some_and(|c| c.starts_with(class))
-}
-
-/// The `args` namespace of a fixture (`constructor_kwargs."args (…)"`) and the constructor's
-/// `s1`, `s2`.
-pub(crate) struct NslArgs<'a> {
-    args: &'a Value,
-    kwargs: &'a Value,
-}
-
-impl<'a> NslArgs<'a> {
-    pub(crate) fn of(json: &'a Value) -> Result<Self> {
-        let kwargs = &json["constructor_kwargs"];
-        let args = kwargs
-            .as_object()
-            .and_then(|kw| kw.iter().find(|(k, _)| k.starts_with("args")))
-            .map(|(_, v)| v)
-            .ok_or_else(|| Error::Config("constructor_kwargs has no args".into()))?;
-        Ok(Self { args, kwargs })
-    }
-
-    pub(crate) fn int(&self, key: &str) -> Result<i64> {
-        self.args[key]
-            .as_i64()
-            .ok_or_else(|| Error::Config(format!("the NSL args lack {key}")))
-    }
-
-    /// NSL's flags are ints (`--unified_pos 1`) or bools (`time_input`).
-    pub(crate) fn flag(&self, key: &str) -> bool {
-        let v = &self.args[key];
-        v.as_bool()
-            .or_else(|| v.as_i64().map(|i| i != 0))
-            .unwrap_or(false)
-    }
-
-    pub(crate) fn str(&self, key: &str) -> Option<&'a str> {
-        self.args[key].as_str()
-    }
-
-    pub(crate) fn geotype(&self) -> Result<Geotype> {
-        match self.str("geotype") {
-            Some("unstructured") => Ok(Geotype::Unstructured),
-            Some(g) if g.starts_with("structured") => Ok(Geotype::Structured),
-            g => Err(Error::Config(format!("NSL geotype {g:?}"))),
-        }
-    }
-
-    /// `len(shapelist)` on a structured grid.
-    pub(crate) fn grid_dims(&self) -> usize {
-        self.args["shapelist"].as_array().map(Vec::len).unwrap_or(2)
-    }
-
-    /// The constructor's (s1, s2), NSL's defaults 96 × 96.
-    pub(crate) fn latent(&self) -> [i64; 2] {
-        [
-            self.kwargs["s1"].as_i64().unwrap_or(96),
-            self.kwargs["s2"].as_i64().unwrap_or(96),
-        ]
-    }
-}
+use crate::nsl_reference::NslArgs;
+use crate::Result;
 
 pub(super) fn config(json: &Value) -> Result<FfnoConfig> {
     let a = NslArgs::of(json)?;
@@ -100,72 +29,4 @@ pub(super) fn config(json: &Value) -> Result<FfnoConfig> {
         unified_pos: a.flag("unified_pos"),
         reference: a.int("ref")?,
     })
-}
-
-/// The grid shape [s1, s2] of NSL's 2-D loader positions: `meshgrid(linspace(0, 1, s2),
-/// linspace(0, 1, s1))` flattened row-major, so x[b, i·s2 + j] = (l_{s2}[j], l_{s1}[i]). The
-/// fixtures store these positions but not `args.shapelist` as a tensor; the shape is read off
-/// them and the whole grid is checked, so any other layout is refused rather than misread.
-///
-/// # Shapes
-/// - `x`: (B, N, 2)
-pub(crate) fn loader_grid(x: &Tensor) -> Result<Vec<i64>> {
-    let size = x.size();
-    let bad = || Error::Shape {
-        op: "NSL reference forward",
-        expected: "x (B, N, 2) on the loader's row-major grid \
-                   meshgrid(linspace(0,1,s2), linspace(0,1,s1))"
-            .into(),
-        got: size.clone(),
-    };
-    let &[_, n, 2] = &size[..] else {
-        return Err(bad());
-    };
-    let first: Vec<f64> = Vec::<f64>::try_from(
-        x.f_select(0, 0)?
-            .f_select(1, 1)?
-            .f_to_kind(Kind::Double)?
-            .f_contiguous()?,
-    )?;
-    let s2 = first.iter().take_while(|&&v| v == first[0]).count() as i64;
-    if s2 == 0 || n % s2 != 0 {
-        return Err(bad());
-    }
-    let shape = vec![n / s2, s2];
-    // index_grid's columns are (l_{s1}[i], l_{s2}[j]); the loader's are swapped.
-    let want = index_grid(&shape, Kind::Double, x.device())?.f_flip([1])?;
-    let err = x
-        .f_to_kind(Kind::Double)?
-        .f_sub(&want.f_unsqueeze(0)?)?
-        .f_abs()?
-        .f_max()?
-        .f_double_value(&[])?;
-    if err > 1e-6 {
-        return Err(bad());
-    }
-    Ok(shape)
-}
-
-/// `Model.forward(x, fx[, T])`: x (B, N, space_dim), fx (B, N, fun_dim) or absent. On a
-/// structured 2-D grid (`grid_dims` Some(2)) the grid shape comes from x ([`loader_grid`]); a
-/// 1-D grid is the N points; point clouds (`None`) need none.
-pub(crate) fn forward(
-    model: &dyn NeuralOperator,
-    grid_dims: Option<usize>,
-    inputs: &NamedTensors,
-    train: bool,
-) -> Result<Tensor> {
-    let x = inputs
-        .get("x")
-        .ok_or_else(|| Error::Config("the fixture has no input.x".into()))?;
-    let grid = match grid_dims {
-        Some(2) => Some(loader_grid(x)?),
-        _ => None,
-    };
-    let input = match inputs.get("fx") {
-        Some(fx) => ModelInput::new(x, fx),
-        None => ModelInput::positions(x),
-    };
-    let time: Option<&Tensor> = inputs.get("T").or_else(|| inputs.get("time"));
-    model.forward(&input.with_time(time).with_grid(grid.as_deref()), train)
 }

@@ -134,7 +134,7 @@ impl ArchConfig for NslFnoConfig {
     }
 
     fn claims_reference(json: &serde_json::Value) -> bool {
-        reference::claims(json)
+        crate::nsl_reference::claims(json, "models.FNO.Model")
     }
 
     fn from_reference(json: &serde_json::Value) -> Result<Self> {
@@ -156,6 +156,7 @@ impl NeuralOperator for NslFno {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        reference::forward(self, inputs, train)
+        let structured = (self.cfg.geotype == Geotype::Structured).then_some(self.cfg.grid_dims);
+        crate::nsl_reference::forward(self, structured, inputs, train)
     }
 }

@@ -165,7 +165,7 @@ impl ArchConfig for UfnoConfig {
     }
 
     fn claims_reference(json: &serde_json::Value) -> bool {
-        crate::ffno::reference::claims(json, "models.U_FNO.Model")
+        crate::nsl_reference::claims(json, "models.U_FNO.Model")
     }
 
     fn from_reference(json: &serde_json::Value) -> Result<Self> {
@@ -195,6 +195,6 @@ impl NeuralOperator for Ufno {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        crate::ffno::reference::forward(self, self.cfg.structured_dims(), inputs, train)
+        crate::nsl_reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }

@@ -1,12 +1,12 @@
 //! NSL's `models/U_FNO.py` as the fixture cases describe it (`fixtures/ufno`): the `args`
-//! overrides (read as F-FNO's, [`crate::ffno::reference`]), the U-Net norm from `task`, and
+//! overrides (the shared NSL reader, [`crate::nsl_reference`]), the U-Net norm from `task`, and
 //! `Model.forward(x, fx)`.
 
 use serde_json::Value;
 
 use super::{UfnoConfig, UnetNorm};
-use crate::ffno::reference::NslArgs;
 use crate::nsl_fno::Geotype;
+use crate::nsl_reference::NslArgs;
 use crate::Result;
 
 pub(super) fn config(json: &Value) -> Result<UfnoConfig> {
