@@ -74,6 +74,12 @@ impl AdamWConfig {
     }
 }
 
+/// Each parameter starts at a multiple of this many elements of its group's flat buffer: a
+/// complex weight kept as (…, 2) real pairs is viewed as complex in the forward, which needs an
+/// even storage offset, and aligned starts suit vectorised kernels. The gaps hold zeros, which
+/// neither the update nor the gradient norm sees.
+const ALIGN: i64 = 16;
+
 /// One parameter group: its own hyper-parameters, its parameters and their moments.
 struct Group {
     hp: AdamWConfig,
@@ -191,16 +197,17 @@ impl AdamW {
                     ));
                 }
                 let numel = p.numel() as i64;
-                offsets.push((n, numel));
-                n += numel;
+                let start = (n + ALIGN - 1) / ALIGN * ALIGN;
+                offsets.push((start, numel));
+                n = start + numel;
             }
             let flat = tch::no_grad(|| -> Result<Tensor> {
-                let views = spec
-                    .params
-                    .iter()
-                    .map(|(_, p)| p.f_detach()?.f_reshape([-1]))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Tensor::f_cat(&views, 0)?)
+                let flat = Tensor::f_zeros([n], (kind, device))?;
+                for ((_, p), &(off, numel)) in spec.params.iter().zip(&offsets) {
+                    flat.f_narrow(0, off, numel)?
+                        .f_copy_(&p.f_detach()?.f_reshape([-1])?)?;
+                }
+                Ok(flat)
             })?;
             let mut names = Vec::with_capacity(spec.params.len());
             let mut params = Vec::with_capacity(spec.params.len());
@@ -270,17 +277,20 @@ impl AdamW {
             if !mask.iter().any(|&d| d) {
                 grads.push(None);
             } else {
-                let parts = gs
-                    .iter()
-                    .zip(&g.offsets)
-                    .map(|(t, &(_, numel))| {
-                        if t.defined() {
-                            t.f_reshape([-1])
-                        } else {
-                            Tensor::f_zeros([numel], (g.flat.kind(), g.flat.device()))
-                        }
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
+                let opts = (g.flat.kind(), g.flat.device());
+                let mut parts = Vec::with_capacity(2 * gs.len());
+                let mut end = 0;
+                for (t, &(off, numel)) in gs.iter().zip(&g.offsets) {
+                    if off > end {
+                        parts.push(Tensor::f_zeros([off - end], opts)?);
+                    }
+                    parts.push(if t.defined() {
+                        t.f_reshape([-1])?
+                    } else {
+                        Tensor::f_zeros([numel], opts)?
+                    });
+                    end = off + numel;
+                }
                 grads.push(Some(Tensor::f_cat(&parts, 0)?));
             }
             present.push(mask);

@@ -417,3 +417,26 @@ fn adam_with_l2_weight_decay_follows_the_documented_algorithm() {
     let diff = (&q - &p).abs().max().double_value(&[]);
     assert!(diff > 1e-4, "{diff}");
 }
+
+/// Parameters re-seated in the flat buffer start at aligned offsets, so a complex weight kept as
+/// (…, 2) pairs after an odd-sized parameter can still be viewed as complex (the F-FNO weights
+/// failed with "storage_offset divisible by 2" before).
+#[test]
+fn parameters_start_aligned_in_the_flat_buffer() {
+    ono_testing::init();
+    let a = Tensor::ones([3], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let w = Tensor::ones([2, 3, 2], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
+    let _opt = AdamW::with_groups(vec![GroupSpec {
+        params: vec![
+            ("a".into(), a.shallow_clone()),
+            ("w".into(), w.shallow_clone()),
+        ],
+        config: AdamWConfig::default(),
+    }])
+    .unwrap();
+    assert!(w.f_view_as_complex().is_ok());
+    assert_eq!(
+        Vec::<f32>::try_from(&w.flatten(0, -1)).unwrap(),
+        vec![1.0; 12]
+    );
+}
