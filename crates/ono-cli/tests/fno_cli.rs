@@ -157,6 +157,8 @@ data_dir = "{}"
 layout = "fno"
 ntrain = {ntrain}
 ntest = {ntest}
+# fourier_2d_time.py feeds its own predictions back in training.
+teacher_forcing = false
 
 [checkpoint]
 every_steps = 1
