@@ -251,15 +251,15 @@ fn check_reference_refuses_a_family_without_an_architecture() {
     let mut j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(fx.join("linear_small.json")).unwrap())
             .unwrap();
-    j["family"] = "fno".into();
-    j["model_class"] = "FNO2d".into();
+    j["family"] = "made_up".into();
+    j["model_class"] = "MadeUp".into();
     let json_path = dir.join("case.json");
     std::fs::write(&json_path, j.to_string()).unwrap();
     let out = check_reference(&fx.join("linear_small.safetensors"), &json_path);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("family `fno`") && stderr.contains("known: ono, mlp"),
+        stderr.contains("family \"made_up\"") && stderr.contains("known: ono, mlp, fno1d"),
         "{stderr}"
     );
 }
