@@ -1,4 +1,4 @@
-//! `ono info`: the libtorch build and the devices this binary sees.
+//! `ono info`: the libtorch build, the devices this binary sees, and the architectures it builds.
 
 use anyhow::Result;
 use tch::{Device, Kind, Tensor};
@@ -35,6 +35,11 @@ pub fn run() -> Result<()> {
             "wrong matmul result {s} on {dev:?}"
         );
         println!("{dev:?}: 64×64 matmul ok");
+    }
+    println!("architectures (arch: presets):");
+    for arch in ono_models::ARCHS {
+        let presets = ono_models::ModelConfig::preset_names(arch)?;
+        println!("  {arch}: {}", presets.join(", "));
     }
     Ok(())
 }

@@ -263,3 +263,18 @@ fn check_reference_refuses_a_family_without_an_architecture() {
         "{stderr}"
     );
 }
+
+#[test]
+fn info_lists_every_architecture_with_its_presets() {
+    let out = ono().arg("info").output().unwrap();
+    ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for arch in ono_models::ARCHS {
+        let line = format!("  {arch}: ");
+        assert!(stdout.contains(&line), "{arch} missing from:\n{stdout}");
+    }
+    assert!(
+        stdout.contains("  fno2d: darcy, ns, airfoil, pipe"),
+        "{stdout}"
+    );
+}
