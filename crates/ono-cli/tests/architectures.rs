@@ -13,26 +13,12 @@ use ono_train::checkpoint::Checkpoint;
 use tch::Tensor;
 
 use common::{
-    mean_field_error, mean_rel_l2, model_and_optimizer, ono, predict_file, predict_split, temp_dir,
-    train_then_kill,
+    json, mean_field_error, mean_rel_l2, model_and_optimizer, ok, ono, predict_file, predict_split,
+    temp_dir, train_then_kill,
 };
 
 fn fixtures() -> PathBuf {
     ono_testing::fixtures_dir()
-}
-
-fn ok(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        out.status.success(),
-        "{err}\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    err
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn mlp_config(dir: &Path, data: &Path, out: &str) -> PathBuf {

@@ -6,26 +6,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_data::dataset::TensorDataset;
 
-use common::{mean_field_error, model_and_optimizer, ono, temp_dir, train_then_kill};
-
-fn ok(out: &Output) -> String {
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(
-        out.status.success(),
-        "{err}\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    err
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap()
-}
+use common::{json, mean_field_error, model_and_optimizer, ok, ono, temp_dir, train_then_kill};
 
 fn darcy(dir: &Path, name: &str, n_train: &str, n_test: &str, stride: &str, seed: &str) -> PathBuf {
     let data = dir.join(name);

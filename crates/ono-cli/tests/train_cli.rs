@@ -10,7 +10,7 @@ use ono_train::checkpoint::Checkpoint;
 use tch::{Device, Kind, Tensor};
 
 use common::{
-    mean_field_error, model_and_optimizer, ono, predict_split, temp_dir, train_then_kill,
+    json, mean_field_error, model_and_optimizer, ok, ono, predict_split, temp_dir, train_then_kill,
 };
 
 /// A smooth-field operator on an s×s grid: y = a blurred, shifted copy of fx plus a product
@@ -362,7 +362,7 @@ lr = 0.005
     // Zero-shot super-resolution: the same checkpoint on a 33×33 set of the same process (its
     // pointwise target normalizer is interpolated onto the finer grid).
     let fine = dir.join("darcy33.safetensors");
-    let out = ono()
+    ok(&ono()
         .args([
             "data",
             "darcy",
@@ -376,12 +376,7 @@ lr = 0.005
         .args(["--stride", "1", "--seed", "5", "--out"])
         .arg(&fine)
         .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .unwrap());
     let out = ono()
         .arg("eval")
         .arg(&ckpt)
@@ -389,13 +384,8 @@ lr = 0.005
         .arg(&fine)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ev: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let fine_err = ev["test_rel_l2"].as_f64().unwrap();
+    ok(&out);
+    let fine_err = json(&out)["test_rel_l2"].as_f64().unwrap();
     eprintln!("ONO at 33×33 without retraining: {fine_err:.4}");
     assert!(fine_err.is_finite() && fine_err < 1.0, "{fine_err}");
 

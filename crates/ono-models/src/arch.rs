@@ -43,6 +43,12 @@ pub trait ArchConfig: std::fmt::Debug + Serialize + DeserializeOwned + Clone + P
     /// Builds the operator on `path`, with the architecture's initialisation.
     fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>>;
 
+    /// The configuration from its fields (no `arch` key), as serde reads it by default.
+    fn from_fields(fields: serde_json::Value) -> Result<Self> {
+        serde_json::from_value(fields)
+            .map_err(|e| Error::Config(format!("{} configuration: {e}", Self::ARCH)))
+    }
+
     /// Whether a reference fixture (its JSON sidecar) is a case of this architecture: by default
     /// when its `family` is the `arch` name.
     fn claims_reference(json: &serde_json::Value) -> bool {

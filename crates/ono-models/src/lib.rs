@@ -22,6 +22,7 @@ pub mod io;
 mod model;
 pub mod nsl_fno;
 mod nsl_reference;
+pub mod nsl_settings;
 pub mod ono;
 mod operator;
 pub mod pointwise;

@@ -6,7 +6,7 @@
 use serde_json::Value;
 use tch::{Kind, Tensor};
 
-use crate::nsl_fno::Geotype;
+use crate::nsl_settings::{Geotype, NslSettings};
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::{Error, Result};
 use ono_nn::grid::index_grid;
@@ -67,6 +67,28 @@ impl<'a> NslArgs<'a> {
     /// `len(shapelist)` on a structured grid.
     pub(crate) fn grid_dims(&self) -> usize {
         self.args["shapelist"].as_array().map(Vec::len).unwrap_or(2)
+    }
+
+    /// The NSL settings the args give (`ref` defaults to NSL's 8 where a case omits it).
+    pub(crate) fn settings(&self) -> Result<NslSettings> {
+        let geotype = self.geotype()?;
+        Ok(NslSettings {
+            space_dim: self.int("space_dim")?,
+            fun_dim: self.int("fun_dim")?,
+            out_dim: self.int("out_dim")?,
+            time_input: self.flag("time_input"),
+            geotype,
+            grid_dims: if geotype == Geotype::Structured {
+                self.grid_dims()
+            } else {
+                2
+            },
+            latent: self.latent(),
+            n_hidden: self.int("n_hidden")?,
+            modes: self.int("modes")?,
+            unified_pos: self.flag("unified_pos"),
+            reference: self.int("ref").unwrap_or(8),
+        })
     }
 
     /// The constructor's (s1, s2), NSL's defaults 96 × 96.

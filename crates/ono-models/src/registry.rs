@@ -52,9 +52,7 @@ macro_rules! registry {
             /// The configuration of architecture `arch` from its fields (no `arch` key).
             pub fn from_fields(arch: &str, fields: serde_json::Value) -> Result<Self> {
                 $(if arch == <$config as ArchConfig>::ARCH {
-                    return serde_json::from_value::<$config>(fields)
-                        .map(Self::$variant)
-                        .map_err(|e| Error::Config(format!("{arch} configuration: {e}")));
+                    return <$config as ArchConfig>::from_fields(fields).map(Self::$variant);
                 })*
                 Err(unknown_arch(arch))
             }

@@ -3,6 +3,8 @@
 
 mod common;
 
+use ono_models::nsl_settings::NslSettings;
+
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
 use ono_models::ffno::FfnoConfig;
 use ono_models::{Error, Model, ModelInput};
@@ -49,15 +51,17 @@ fn presets_have_the_reference_parameter_counts() {
 
 fn small(grid_dims: usize, space_dim: i64) -> FfnoConfig {
     FfnoConfig {
-        space_dim,
-        fun_dim: 2,
-        out_dim: 3,
-        grid_dims,
-        n_hidden: 4,
+        nsl: NslSettings {
+            space_dim,
+            fun_dim: 2,
+            out_dim: 3,
+            grid_dims,
+            n_hidden: 4,
+            modes: 3,
+            unified_pos: false,
+            ..FfnoConfig::default().nsl
+        },
         n_layers: 2,
-        modes: 3,
-        unified_pos: false,
-        ..FfnoConfig::default()
     }
 }
 
@@ -104,7 +108,10 @@ fn one_and_three_dimensional_grids_and_time() {
     assert!(matches!(err, Error::Unsupported { .. }), "{err}");
 
     let timed = FfnoConfig {
-        time_input: true,
+        nsl: NslSettings {
+            time_input: true,
+            ..small(2, 2).nsl
+        },
         ..small(2, 2)
     };
     let m = Model::new(&timed.into(), Device::Cpu, Kind::Float).unwrap();

@@ -4,6 +4,8 @@
 
 mod common;
 
+use ono_models::nsl_settings::NslSettings;
+
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
 
 #[test]
@@ -155,16 +157,18 @@ fn geofno_refuses_bad_inputs() {
 
 fn small_nsl(grid_dims: usize, fun_dim: i64, unified_pos: bool, time_input: bool) -> ModelConfig {
     NslFnoConfig {
-        space_dim: grid_dims as i64,
-        fun_dim,
-        out_dim: 3,
-        time_input,
-        grid_dims,
-        n_hidden: 4,
-        modes: 3,
-        unified_pos,
-        reference: 2,
-        ..NslFnoConfig::default()
+        nsl: NslSettings {
+            space_dim: grid_dims as i64,
+            fun_dim,
+            out_dim: 3,
+            time_input,
+            grid_dims,
+            n_hidden: 4,
+            modes: 3,
+            unified_pos,
+            reference: 2,
+            ..NslFnoConfig::default().nsl
+        },
     }
     .into()
 }

@@ -401,3 +401,29 @@ fn per_parameter_gradient_tolerances_are_honoured() {
     // ArchConfig is implemented by every registered configuration.
     assert_eq!(<PointwiseMlpConfig as ArchConfig>::ARCH, "mlp");
 }
+
+/// The NSL ports' configurations are their shared settings flattened with their own fields:
+/// serialized flat, read over the `darcy` preset, an unknown field refused by name.
+#[test]
+fn nsl_configurations_are_flat_read_over_their_preset_and_strict() {
+    for arch in ["nsl_fno", "ffno", "ufno"] {
+        let darcy = ModelConfig::preset(arch, "darcy").unwrap();
+        let fields = darcy.fields().unwrap();
+        assert!(
+            fields.get("n_hidden").is_some() && fields.get("nsl").is_none(),
+            "{fields}"
+        );
+        let cfg = ModelConfig::from_fields(arch, serde_json::json!({"modes": 5})).unwrap();
+        let mut want = darcy.fields().unwrap();
+        want["modes"] = 5.into();
+        assert_eq!(cfg.fields().unwrap(), want, "{arch}");
+        let err = ModelConfig::from_fields(arch, serde_json::json!({"n_hiden": 3})).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `n_hiden`"),
+            "{arch}: {err}"
+        );
+        // Round trip through the tagged form.
+        let tagged = serde_json::to_value(&cfg).unwrap();
+        assert_eq!(serde_json::from_value::<ModelConfig>(tagged).unwrap(), cfg);
+    }
+}

@@ -5,6 +5,8 @@
 
 mod common;
 
+use ono_models::nsl_settings::NslSettings;
+
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
 use ono_models::ufno::{UfnoConfig, UnetNorm};
 use ono_models::{Model, ModelInput};
@@ -52,15 +54,17 @@ fn presets_have_the_reference_parameter_counts() {
 fn instance_norm_and_time_input() {
     ono_testing::init();
     let cfg = UfnoConfig {
-        space_dim: 2,
-        fun_dim: 1,
-        out_dim: 2,
-        time_input: true,
-        n_hidden: 2,
-        modes: 3,
-        unified_pos: false,
+        nsl: NslSettings {
+            space_dim: 2,
+            fun_dim: 1,
+            out_dim: 2,
+            time_input: true,
+            n_hidden: 2,
+            modes: 3,
+            unified_pos: false,
+            ..UfnoConfig::default().nsl
+        },
         unet_norm: UnetNorm::Instance,
-        ..UfnoConfig::default()
     };
     let m = Model::new(&cfg.into(), Device::Cpu, Kind::Double).unwrap();
     let vars = m.var_store().variables();
@@ -108,13 +112,16 @@ fn instance_norm_and_time_input() {
 fn one_dimensional_grids_need_multiples_of_16() {
     ono_testing::init();
     let cfg = UfnoConfig {
-        space_dim: 1,
-        fun_dim: 1,
-        out_dim: 1,
-        grid_dims: 1,
-        n_hidden: 2,
-        modes: 3,
-        unified_pos: false,
+        nsl: NslSettings {
+            space_dim: 1,
+            fun_dim: 1,
+            out_dim: 1,
+            grid_dims: 1,
+            n_hidden: 2,
+            modes: 3,
+            unified_pos: false,
+            ..UfnoConfig::default().nsl
+        },
         ..UfnoConfig::default()
     };
     let m = Model::new(&cfg.into(), Device::Cpu, Kind::Float).unwrap();

@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ono_data::dataset::{Split, TensorDataset};
@@ -16,6 +16,22 @@ pub fn ono() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ono"));
     c.env("OMP_NUM_THREADS", "1");
     c
+}
+
+/// Asserts the command succeeded (printing its stderr and stdout if not); returns its stderr.
+pub fn ok(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "{err}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    err
+}
+
+/// The command's stdout as JSON.
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A fresh scratch folder for one test.

@@ -123,10 +123,13 @@ impl ArchConfig for NslFnoConfig {
     }
 
     fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-        self.time_input = dims.time_input;
+        self.nsl.set_data_dims(dims);
+    }
+
+    /// Over the `darcy` preset, unknown fields refused
+    /// ([`fields_over`](crate::nsl_settings::fields_over)).
+    fn from_fields(fields: serde_json::Value) -> Result<Self> {
+        crate::nsl_settings::fields_over(Self::ARCH, fields, &Self::default())
     }
 
     fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {

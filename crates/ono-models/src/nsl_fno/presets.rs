@@ -1,58 +1,26 @@
-//! The StandardBench scripts of NSL (`scripts/StandardBench/<bench>/FNO.sh`) with the data
-//! dimensions of NSL's loaders. Parameter counts (complex weights as two reals) are checked
-//! against `fixtures/fno/reference_param_counts.json` (`nsl_FNO`) by the tests.
+//! The `scripts/StandardBench/<bench>/FNO.sh` configurations: each benchmark's settings
+//! ([`NslSettings::bench`]) with the script's `n_hidden`. Parameter counts: `tests/geofno.rs`
+//! against `fixtures/fno/reference_param_counts.json` (`nsl_FNO`).
 
-use super::config::{Geotype, NslFnoConfig};
+use super::config::NslFnoConfig;
 use crate::arch::normalize_preset_name;
+use crate::nsl_settings::{NslSettings, BENCHMARKS};
 use crate::{Error, Result};
 
-pub(crate) const NAMES: &[&str] = &["darcy", "ns", "airfoil", "pipe", "elasticity", "plasticity"];
+pub(crate) const NAMES: &[&str] = BENCHMARKS;
 
-fn grid(fun_dim: i64, out_dim: i64, n_hidden: i64) -> NslFnoConfig {
-    NslFnoConfig {
-        space_dim: 2,
-        fun_dim,
-        out_dim,
-        time_input: false,
-        geotype: Geotype::Structured,
-        grid_dims: 2,
-        latent: [96, 96],
-        n_hidden,
-        modes: 12,
-        unified_pos: false,
-        reference: 8,
-    }
-}
-
-/// A preset by name (case-insensitive).
 pub(crate) fn by_name(name: &str) -> Result<NslFnoConfig> {
-    Ok(match normalize_preset_name(name).as_str() {
-        // 85 × 85, the coefficient as fx, unified positions (8² distances) instead of (x, y).
-        "darcy" => NslFnoConfig {
-            unified_pos: true,
-            ..grid(1, 1, 128)
-        },
-        // 64 × 64, the last 10 frames as fx (autoregressive).
-        "ns" => grid(10, 1, 64),
-        // 221 × 51, the mesh coordinates as pos, no fx.
-        "airfoil" => grid(0, 1, 32),
-        // 129 × 129, the mesh coordinates as pos and again as fx.
-        "pipe" => grid(2, 1, 128),
-        // 972 points, Geo-FNO projection on a 96 × 96 latent grid, IPHI without a code.
-        "elasticity" => NslFnoConfig {
-            geotype: Geotype::Unstructured,
-            ..grid(0, 1, 32)
-        },
-        // 101 × 31, the die profile as fx, a time per sample, 4 outputs.
-        "plasticity" => NslFnoConfig {
-            time_input: true,
-            ..grid(1, 4, 128)
-        },
-        _ => {
-            return Err(Error::Config(format!(
-                "unknown nsl_fno preset {name:?}; known: {}",
-                NAMES.join(", ")
-            )))
-        }
-    })
+    let name = normalize_preset_name(name);
+    let n_hidden = match name.as_str() {
+        "darcy" | "pipe" | "plasticity" => 128,
+        "ns" => 64,
+        _ => 32,
+    };
+    match NslSettings::bench(&name, n_hidden) {
+        Some(nsl) => Ok(NslFnoConfig { nsl }),
+        None => Err(Error::Config(format!(
+            "unknown nsl_fno preset {name:?}; known: {}",
+            NAMES.join(", ")
+        ))),
+    }
 }
