@@ -10,6 +10,7 @@ pub mod attention;
 pub mod conv;
 mod error;
 pub mod factorized_spectral_conv;
+pub mod galerkin_attention;
 pub mod geo_projection;
 pub mod grid;
 pub mod iphi;

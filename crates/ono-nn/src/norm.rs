@@ -20,11 +20,16 @@ pub struct LayerNorm {
 
 impl LayerNorm {
     pub fn new(path: &Path, dim: i64) -> Self {
+        Self::with_eps(path, dim, EPS)
+    }
+
+    /// `nn.LayerNorm(dim, eps = eps)`.
+    pub fn with_eps(path: &Path, dim: i64, eps: f64) -> Self {
         Self {
             weight: path.var("weight", &[dim], Init::Const(1.0)),
             bias: path.var("bias", &[dim], Init::Const(0.0)),
             dim,
-            eps: EPS,
+            eps,
         }
     }
 
