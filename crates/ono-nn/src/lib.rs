@@ -20,6 +20,7 @@ pub mod mlp;
 pub mod norm;
 pub mod nsl_frame;
 pub mod orthogonal;
+pub mod residual_spectral_conv;
 pub mod spectral_conv;
 pub mod time_embedding;
 pub mod transformer_block;
