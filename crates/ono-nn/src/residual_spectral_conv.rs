@@ -148,7 +148,7 @@ mod tests {
             let m = modes[0];
             let want = if grid.len() == 1 {
                 let xf = xc.fft_rfft(grid[0], -1, "ortho");
-                let mut out =
+                let out =
                     Tensor::zeros([2, 4, grid[0] / 2 + 1], (Kind::ComplexDouble, Device::Cpu));
                 let kept = Tensor::einsum(
                     "bix,iox->box",
@@ -160,8 +160,7 @@ mod tests {
             } else {
                 let (n1, n2) = (grid[0], grid[1]);
                 let xf = xc.fft_rfft2(Some([n1, n2].as_slice()), [-2, -1], "ortho");
-                let mut out =
-                    Tensor::zeros([2, 4, n1, n2 / 2 + 1], (Kind::ComplexDouble, Device::Cpu));
+                let out = Tensor::zeros([2, 4, n1, n2 / 2 + 1], (Kind::ComplexDouble, Device::Cpu));
                 for (c, start) in [(0usize, 0i64), (1, n1 - m)] {
                     let block = xf.narrow(-2, start, m).narrow(-1, 0, m);
                     let kept = Tensor::einsum(
