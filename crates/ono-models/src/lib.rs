@@ -17,6 +17,7 @@ mod error;
 pub mod ffno;
 pub mod fixture;
 pub mod fno;
+pub mod galerkin;
 pub mod geofno;
 pub mod io;
 mod model;

@@ -123,6 +123,7 @@ registry! {
     NslFno(crate::nsl_fno::NslFnoConfig),
     Ffno(crate::ffno::FfnoConfig),
     Ufno(crate::ufno::UfnoConfig),
+    Galerkin(crate::galerkin::GalerkinConfig),
 }
 
 fn unknown_arch(arch: &str) -> Error {

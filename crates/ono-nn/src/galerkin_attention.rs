@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{Init, Path};
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use crate::conv::torch_linear;
 use crate::linear::Linear;
@@ -284,7 +284,7 @@ impl GalerkinAttention {
 mod tests {
     use super::*;
     use tch::nn::VarStore;
-    use tch::Device;
+    use tch::{Device, Kind};
 
     fn config(kind: GalerkinAttentionKind) -> GalerkinAttentionConfig {
         GalerkinAttentionConfig {

@@ -1,0 +1,302 @@
+//! Cao's Galerkin / Fourier Transformer (scaomath/galerkin-transformer @ f9e7d6a, `libs/model.py`
+//! `SimpleTransformer`, `libs/layers.py`): `arch = "galerkin"`.
+//!
+//! ```text
+//! fx → feat_extract.id → num_encoder_layers × [x + Attn(x, pos); x + FFN(x)]
+//!    → (B, grid…, d) → num_regressor_layers × SiLU(K_ortho(x) + Linear(x)) → Linear → SiLU → Linear
+//! ```
+//!
+//! The attention is [`ono_nn::galerkin_attention`] (per-head LayerNorms, the coordinates in front
+//! of every head, no softmax); the decoder's spectral layers are
+//! [`ono_nn::residual_spectral_conv`] on the points' grid (1-D: the N points in order). Fixtures:
+//! `fixtures/galerkin` (`gt1d_small`, `ft1d_small`).
+
+mod config;
+pub mod presets;
+mod reference;
+
+pub use config::{AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig};
+
+use tch::nn::Path;
+use tch::Tensor;
+
+use crate::arch::{ArchConfig, DataDims};
+use crate::operator::{InputPart, ModelInput, NeuralOperator};
+use crate::{Error, Result};
+use ono_nn::conv::torch_linear;
+use ono_nn::galerkin_attention::{GalerkinAttention, GalerkinAttentionConfig};
+use ono_nn::mlp::gelu;
+use ono_nn::residual_spectral_conv::{ResidualSpectralConv, ResidualSpectralConvConfig};
+use ono_nn::Linear;
+
+const ARCH: &str = "galerkin";
+
+/// Dropout with probability `p` in training only.
+fn dropout(x: &Tensor, p: f64, train: bool) -> Result<Tensor> {
+    if train && p > 0.0 {
+        Ok(x.f_dropout(p, true)?)
+    } else {
+        Ok(x.shallow_clone())
+    }
+}
+
+/// `SimpleTransformerEncoderLayer` without post-LayerNorms (`layer_norm = False`, the attention's
+/// own norms on): `encoder_layers.{i}.attn`, `encoder_layers.{i}.ff.lr1`, `.ff.lr2`.
+#[derive(Debug)]
+struct EncoderLayer {
+    attn: GalerkinAttention,
+    lr1: Linear,
+    lr2: Linear,
+}
+
+impl EncoderLayer {
+    fn new(path: &Path, cfg: &GalerkinConfig) -> Result<Self> {
+        let attn = GalerkinAttentionConfig {
+            dim: cfg.n_hidden,
+            heads: cfg.n_head,
+            pos_dim: cfg.space_dim,
+            kind: cfg.attention_type,
+            eps: cfg.norm_eps,
+            xavier_init: cfg.xavier_init,
+            diagonal_weight: cfg.diagonal_weight,
+            dropout: cfg.encoder_dropout,
+            dropout_mode: cfg.attention_dropout,
+        }
+        .init(&(path / "attn"))?;
+        let ff = path / "ff";
+        Ok(Self {
+            attn,
+            lr1: torch_linear(&(&ff / "lr1"), cfg.n_hidden, cfg.dim_feedforward, true),
+            lr2: torch_linear(&(&ff / "lr2"), cfg.dim_feedforward, cfg.n_hidden, true),
+        })
+    }
+
+    /// # Shapes
+    /// - `x`: (B, N, d), `pos`: (B, N, p); returns (B, N, d)
+    fn forward(
+        &self,
+        x: &Tensor,
+        pos: &Tensor,
+        cfg: &GalerkinConfig,
+        train: bool,
+    ) -> Result<Tensor> {
+        let p = cfg.encoder_dropout;
+        let x = x.f_add(&dropout(
+            &self.attn.forward(x, Some(pos), train)?,
+            p,
+            train,
+        )?)?;
+        let h = self.lr1.forward(&x)?;
+        let h = match cfg.ffn_activation {
+            FfnActivation::Relu => h.f_relu()?,
+            FfnActivation::Silu => h.f_silu()?,
+            FfnActivation::Gelu => gelu(&h)?,
+        };
+        let h = self.lr2.forward(&dropout(&h, cfg.ffn_dropout, train)?)?;
+        Ok(x.f_add(&dropout(&h, p, train)?)?)
+    }
+}
+
+/// See the module documentation. Variables under the reference names: `feat_extract.id`,
+/// `encoder_layers.{i}.attn.{linears.{0,1,2}, norm_K.{h}, norm_V.{h} | norm_Q.{h}, fc}`,
+/// `encoder_layers.{i}.ff.{lr1, lr2}`, `regressor.spectral_conv.{j}.{linear, fourier_weight}`,
+/// `regressor.regressor.{0, 2}`.
+#[derive(Debug)]
+pub struct GalerkinTransformer {
+    cfg: GalerkinConfig,
+    feat: Linear,
+    layers: Vec<EncoderLayer>,
+    spectral: Vec<ResidualSpectralConv>,
+    head0: Linear,
+    head2: Linear,
+}
+
+impl GalerkinTransformer {
+    /// Builds the layers in the reference's construction order, with its initialisation.
+    pub fn new(path: &Path, cfg: &GalerkinConfig) -> Result<Self> {
+        cfg.check(ARCH)?;
+        let feat = torch_linear(
+            &(path / "feat_extract" / "id"),
+            cfg.fun_dim,
+            cfg.n_hidden,
+            true,
+        );
+        let layers = (0..cfg.num_encoder_layers)
+            .map(|i| EncoderLayer::new(&(path / "encoder_layers" / i), cfg))
+            .collect::<Result<Vec<_>>>()?;
+        let reg = path / "regressor";
+        let modes = vec![cfg.fourier_modes; cfg.space_dim as usize];
+        let spectral = (0..cfg.num_regressor_layers)
+            .map(|j| {
+                ResidualSpectralConvConfig {
+                    in_channels: if j == 0 { cfg.n_hidden } else { cfg.freq_dim },
+                    out_channels: cfg.freq_dim,
+                    modes: modes.clone(),
+                    dropout: cfg.decoder_dropout,
+                }
+                .init(&(&reg / "spectral_conv" / j))
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        // SimpleTransformer passes dim_feedforward = freq_dim to its SpectralRegressor.
+        let head = &reg / "regressor";
+        let head0 = torch_linear(&(&head / 0), cfg.freq_dim, cfg.freq_dim, true);
+        let head2 = torch_linear(&(&head / 2), cfg.freq_dim, cfg.out_dim, true);
+        Ok(Self {
+            cfg: cfg.clone(),
+            feat,
+            layers,
+            spectral,
+            head0,
+            head2,
+        })
+    }
+
+    pub fn config(&self) -> &GalerkinConfig {
+        &self.cfg
+    }
+
+    /// The grid of the points: `input.grid`, or the N points as one axis in 1-D.
+    fn grid_shape(&self, input: &ModelInput<'_>, n: i64) -> Result<Vec<i64>> {
+        let d = self.cfg.space_dim as usize;
+        let shape = match input.grid {
+            Some(g) => g.to_vec(),
+            None if d == 1 => vec![n],
+            None => {
+                return Err(Error::Config(format!(
+                    "{ARCH}: the spectral decoder needs the points as a regular grid; pass its \
+                     shape (ModelInput::with_grid)"
+                )))
+            }
+        };
+        let m = self.cfg.fourier_modes;
+        let fits = shape.len() == d
+            && shape.iter().product::<i64>() == n
+            && shape
+                .iter()
+                .enumerate()
+                .all(|(j, &s)| m <= if j + 1 == d { s / 2 + 1 } else { s });
+        if !fits {
+            return Err(Error::Shape {
+                op: ARCH,
+                expected: format!(
+                    "a {d}-D grid of the {n} points with room for {m} Fourier modes per axis"
+                ),
+                got: shape,
+            });
+        }
+        Ok(shape)
+    }
+
+    /// # Shapes
+    /// - `input.pos`: (B, N, space_dim), the coordinates every attention head reads;
+    ///   `input.fx`: (B, N, fun_dim); `input.grid`: the grid shape (optional in 1-D)
+    /// - returns: (B, N, out_dim), in the points' order
+    pub fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+        const OP: &str = "GalerkinTransformer::forward";
+        input.refuse(
+            ARCH,
+            &[
+                InputPart::Mask,
+                InputPart::Functions,
+                InputPart::Query,
+                InputPart::Time,
+            ],
+        )?;
+        let c = &self.cfg;
+        let ps = input.pos.size();
+        let (b, n) = match ps[..] {
+            [b, n, p] if b > 0 && n > 0 && p == c.space_dim => (b, n),
+            _ => {
+                return Err(Error::Shape {
+                    op: OP,
+                    expected: format!("pos (B, N, {}) with B, N > 0", c.space_dim),
+                    got: ps,
+                })
+            }
+        };
+        let fx = match input.fx {
+            Some(fx) if fx.size() == [b, n, c.fun_dim] => fx,
+            fx => {
+                return Err(Error::Shape {
+                    op: OP,
+                    expected: format!("fx ({b}, {n}, {})", c.fun_dim),
+                    got: fx.map(Tensor::size).unwrap_or_default(),
+                })
+            }
+        };
+        let shape = self.grid_shape(input, n)?;
+        let kind = self.feat.weight.kind();
+        let (pos, fx) = (input.pos.f_to_kind(kind)?, fx.f_to_kind(kind)?);
+        for (t, what) in [(&pos, "pos"), (&fx, "fx")] {
+            if !bool::try_from(&t.f_isfinite()?.f_all()?)? {
+                return Err(Error::NonFinite { op: OP, what });
+            }
+        }
+        let mut x = self.feat.forward(&fx)?;
+        for layer in &self.layers {
+            x = layer.forward(&x, &pos, c, train)?;
+        }
+        let x = dropout(&x, c.dropout, train)?;
+        let mut grid_shape = vec![b];
+        grid_shape.extend_from_slice(&shape);
+        grid_shape.push(c.n_hidden);
+        let mut x = x.f_reshape(grid_shape.as_slice())?;
+        for layer in &self.spectral {
+            x = layer.forward(&x, train)?;
+        }
+        let x = self.head2.forward(&self.head0.forward(&x)?.f_silu()?)?;
+        Ok(x.f_reshape([b, n, c.out_dim])?)
+    }
+}
+
+impl ArchConfig for GalerkinConfig {
+    const ARCH: &'static str = ARCH;
+
+    fn preset_names() -> &'static [&'static str] {
+        &presets::NAMES
+    }
+
+    fn preset(name: &str) -> Result<Self> {
+        presets::by_name(name)
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.check(ARCH)
+    }
+
+    fn set_data_dims(&mut self, dims: DataDims) {
+        self.space_dim = dims.space_dim;
+        self.fun_dim = dims.fun_dim;
+        self.out_dim = dims.out_dim;
+    }
+
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(GalerkinTransformer::new(path, self)?))
+    }
+
+    fn claims_reference(json: &serde_json::Value) -> bool {
+        reference::claims(json)
+    }
+
+    fn from_reference(json: &serde_json::Value) -> Result<Self> {
+        reference::config(json)
+    }
+}
+
+impl NeuralOperator for GalerkinTransformer {
+    fn arch(&self) -> &'static str {
+        ARCH
+    }
+
+    fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+        GalerkinTransformer::forward(self, input, train)
+    }
+
+    fn reference_forward(
+        &self,
+        inputs: &ono_nn::weights::NamedTensors,
+        train: bool,
+    ) -> Result<Tensor> {
+        reference::forward(self, inputs, train)
+    }
+}
