@@ -40,3 +40,33 @@ fn presets_have_the_reference_parameter_counts() {
     assert_param_count("galerkin", "burgers", count("ex1_burgers_galerkin"));
     assert_param_count("galerkin", "burgers_fourier", count("ex1_burgers_fourier"));
 }
+
+#[test]
+fn gt2d_small() {
+    run_case("galerkin", "gt2d_small", "galerkin");
+}
+
+#[test]
+fn perturbed_2d_weights_are_caught() {
+    perturbed_weight_is_caught(
+        "galerkin",
+        "gt2d_small",
+        "downscaler.downsample.conv2.conv.0.weight",
+    );
+    perturbed_weight_is_caught(
+        "galerkin",
+        "gt2d_small",
+        "upscaler.upsample.conv.0.conv.0.weight",
+    );
+    perturbed_weight_is_caught(
+        "galerkin",
+        "gt2d_small",
+        "regressor.spectral_conv.0.fourier_weight.1",
+    );
+}
+
+#[test]
+fn darcy_preset_has_the_reference_parameter_count() {
+    let count = reference_count("galerkin", &["configs", "ex2_darcy", "param_count_real"]);
+    assert_param_count("galerkin", "darcy", count);
+}

@@ -13,6 +13,7 @@ pub mod factorized_spectral_conv;
 pub mod galerkin_attention;
 pub mod geo_projection;
 pub mod grid;
+pub mod interp_scaler;
 pub mod iphi;
 pub mod linear;
 pub mod loss;

@@ -4,6 +4,20 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Error, Result};
 pub use ono_nn::galerkin_attention::{AttentionDropout, GalerkinAttentionKind};
+pub use ono_nn::interp_scaler::ScalerActivation;
+
+/// Which model of the reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GalerkinModel {
+    /// `SimpleTransformer`: feature lift, encoder on the points, spectral decoder on their grid.
+    #[default]
+    SimpleTransformer,
+    /// `FourierTransformer2D`: interpolation-CNN downscaler from the fine grid to a coarse one,
+    /// the encoder on the coarse grid, upscaler back, spectral decoder with the fine grid's
+    /// coordinates (`spacial_fc`), optionally the Dirichlet ring.
+    FourierTransformer2d,
+}
 
 /// The activation of the encoder's feed-forward network (`attn_activation`; ReLU when unset, as
 /// in every configuration of the reference).
@@ -22,6 +36,7 @@ pub enum FfnActivation {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GalerkinConfig {
+    pub model: GalerkinModel,
     /// Coordinate channels p (from the data): `pos_dim`, concatenated in every attention head,
     /// and `spacial_dim`, the dimension of the decoder's FFTs (1 or 2).
     pub space_dim: i64,
@@ -63,6 +78,18 @@ pub struct GalerkinConfig {
     /// only. `reference`: the reference's defect, a Bernoulli(½) mask ×2 on every forward,
     /// evaluation included (docs/models.md).
     pub attention_dropout: AttentionDropout,
+    /// `FourierTransformer2D`: the downscaler's two interpolation sizes, fine → middle → coarse
+    /// (the explicit-size path of the reference, e.g. 141 → 78 → 43).
+    pub downscaler_size: Option<[[i64; 2]; 2]>,
+    /// `FourierTransformer2D`: the upscaler's two sizes, coarse → middle → fine (the fine grid).
+    pub upscaler_size: Option<[[i64; 2]; 2]>,
+    pub downscaler_activation: ScalerActivation,
+    pub upscaler_activation: ScalerActivation,
+    pub downscaler_dropout: f64,
+    pub upscaler_dropout: f64,
+    /// `boundary_condition = 'dirichlet'` of `FourierTransformer2D`: the outer ring of the output
+    /// is set to 0.
+    pub dirichlet: bool,
 }
 
 impl GalerkinConfig {
@@ -102,6 +129,8 @@ impl GalerkinConfig {
             ("encoder_dropout", self.encoder_dropout),
             ("ffn_dropout", self.ffn_dropout),
             ("decoder_dropout", self.decoder_dropout),
+            ("downscaler_dropout", self.downscaler_dropout),
+            ("upscaler_dropout", self.upscaler_dropout),
         ] {
             if !(0.0..=1.0).contains(&p) {
                 return bad(format!("{name} must lie in [0, 1], got {p}"));
@@ -113,6 +142,26 @@ impl GalerkinConfig {
                 "norm_eps {} must be positive, xavier_init {} ≥ 0, diagonal_weight {} finite",
                 self.norm_eps, self.xavier_init, self.diagonal_weight
             ));
+        }
+        if self.model == GalerkinModel::FourierTransformer2d {
+            if self.space_dim != 2 {
+                return bad(format!(
+                    "fourier_transformer2d is 2-D, got space_dim {}",
+                    self.space_dim
+                ));
+            }
+            match (self.downscaler_size, self.upscaler_size) {
+                (Some(down), Some(up)) if down.iter().chain(&up).flatten().all(|&s| s > 0) => {}
+                (down, up) => {
+                    return bad(format!(
+                        "fourier_transformer2d needs positive downscaler_size and upscaler_size, \
+                         got {down:?} and {up:?}"
+                    ))
+                }
+            }
+            if self.n_hidden < 3 {
+                return bad("the downscaler splits n_hidden in three: at least 3".into());
+            }
         }
         Ok(())
     }

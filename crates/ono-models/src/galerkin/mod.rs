@@ -15,7 +15,10 @@ mod config;
 pub mod presets;
 mod reference;
 
-pub use config::{AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig};
+pub use config::{
+    AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinModel,
+    ScalerActivation,
+};
 
 use tch::nn::Path;
 use tch::Tensor;
@@ -25,6 +28,7 @@ use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
 use ono_nn::conv::torch_linear;
 use ono_nn::galerkin_attention::{GalerkinAttention, GalerkinAttentionConfig};
+use ono_nn::interp_scaler::{InterpDownscaler, InterpUpscaler};
 use ono_nn::mlp::gelu;
 use ono_nn::residual_spectral_conv::{ResidualSpectralConv, ResidualSpectralConvConfig};
 use ono_nn::Linear;
@@ -97,15 +101,20 @@ impl EncoderLayer {
     }
 }
 
-/// See the module documentation. Variables under the reference names: `feat_extract.id`,
+/// See the module documentation. Variables under the reference names: `feat_extract.id`
+/// (`SimpleTransformer`) or `downscaler.downsample.conv{0..3}.conv.0` and
+/// `upscaler.upsample.conv.0.conv.0` (`FourierTransformer2D`),
 /// `encoder_layers.{i}.attn.{linears.{0,1,2}, norm_K.{h}, norm_V.{h} | norm_Q.{h}, fc}`,
-/// `encoder_layers.{i}.ff.{lr1, lr2}`, `regressor.spectral_conv.{j}.{linear, fourier_weight}`,
-/// `regressor.regressor.{0, 2}`.
+/// `encoder_layers.{i}.ff.{lr1, lr2}`, `regressor.fc` (2-D model),
+/// `regressor.spectral_conv.{j}.{linear, fourier_weight[.0, .1]}`, `regressor.regressor.{0, 2}`.
 #[derive(Debug)]
 pub struct GalerkinTransformer {
     cfg: GalerkinConfig,
-    feat: Linear,
+    feat: Option<Linear>,
+    down: Option<InterpDownscaler>,
+    up: Option<InterpUpscaler>,
     layers: Vec<EncoderLayer>,
+    fc: Option<Linear>,
     spectral: Vec<ResidualSpectralConv>,
     head0: Linear,
     head2: Linear,
@@ -115,21 +124,55 @@ impl GalerkinTransformer {
     /// Builds the layers in the reference's construction order, with its initialisation.
     pub fn new(path: &Path, cfg: &GalerkinConfig) -> Result<Self> {
         cfg.check(ARCH)?;
-        let feat = torch_linear(
-            &(path / "feat_extract" / "id"),
-            cfg.fun_dim,
-            cfg.n_hidden,
-            true,
-        );
+        let two_d = cfg.model == GalerkinModel::FourierTransformer2d;
+        let (mut feat, mut down, mut up) = (None, None, None);
+        if let (true, Some(down_size), Some(up_size)) =
+            (two_d, cfg.downscaler_size, cfg.upscaler_size)
+        {
+            down = Some(InterpDownscaler::new(
+                &(path / "downscaler" / "downsample"),
+                cfg.fun_dim,
+                cfg.n_hidden,
+                down_size,
+                cfg.downscaler_activation,
+                cfg.downscaler_dropout,
+            )?);
+            up = Some(InterpUpscaler::new(
+                &(path / "upscaler" / "upsample"),
+                cfg.n_hidden,
+                up_size,
+                cfg.upscaler_activation,
+                cfg.upscaler_dropout,
+            )?);
+        } else {
+            feat = Some(torch_linear(
+                &(path / "feat_extract" / "id"),
+                cfg.fun_dim,
+                cfg.n_hidden,
+                true,
+            ));
+        }
         let layers = (0..cfg.num_encoder_layers)
             .map(|i| EncoderLayer::new(&(path / "encoder_layers" / i), cfg))
             .collect::<Result<Vec<_>>>()?;
         let reg = path / "regressor";
+        // FourierTransformer2D's SpectralRegressor: spacial_fc (the fine grid's coordinates in,
+        // to freq_dim channels) and the default dim_feedforward 2·spacial_dim·freq_dim;
+        // SimpleTransformer's: no fc, dim_feedforward = freq_dim.
+        let fc = two_d.then(|| {
+            torch_linear(
+                &(&reg / "fc"),
+                cfg.n_hidden + cfg.space_dim,
+                cfg.freq_dim,
+                true,
+            )
+        });
+        let first_in = if two_d { cfg.freq_dim } else { cfg.n_hidden };
         let modes = vec![cfg.fourier_modes; cfg.space_dim as usize];
         let spectral = (0..cfg.num_regressor_layers)
             .map(|j| {
                 ResidualSpectralConvConfig {
-                    in_channels: if j == 0 { cfg.n_hidden } else { cfg.freq_dim },
+                    in_channels: if j == 0 { first_in } else { cfg.freq_dim },
                     out_channels: cfg.freq_dim,
                     modes: modes.clone(),
                     dropout: cfg.decoder_dropout,
@@ -137,14 +180,21 @@ impl GalerkinTransformer {
                 .init(&(&reg / "spectral_conv" / j))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        // SimpleTransformer passes dim_feedforward = freq_dim to its SpectralRegressor.
+        let hidden = if two_d {
+            2 * cfg.space_dim * cfg.freq_dim
+        } else {
+            cfg.freq_dim
+        };
         let head = &reg / "regressor";
-        let head0 = torch_linear(&(&head / 0), cfg.freq_dim, cfg.freq_dim, true);
-        let head2 = torch_linear(&(&head / 2), cfg.freq_dim, cfg.out_dim, true);
+        let head0 = torch_linear(&(&head / 0), cfg.freq_dim, hidden, true);
+        let head2 = torch_linear(&(&head / 2), hidden, cfg.out_dim, true);
         Ok(Self {
             cfg: cfg.clone(),
             feat,
+            down,
+            up,
             layers,
+            fc,
             spectral,
             head0,
             head2,
@@ -169,18 +219,22 @@ impl GalerkinTransformer {
             }
         };
         let m = self.cfg.fourier_modes;
-        let fits = shape.len() == d
+        let mut fits = shape.len() == d
             && shape.iter().product::<i64>() == n
             && shape
                 .iter()
                 .enumerate()
                 .all(|(j, &s)| m <= if j + 1 == d { s / 2 + 1 } else { s });
+        let mut expected =
+            format!("a {d}-D grid of the {n} points with room for {m} Fourier modes per axis");
+        if let Some(up) = self.cfg.upscaler_size.filter(|_| self.up.is_some()) {
+            fits &= shape == up[1];
+            expected = format!("the fine grid {:?} of the upscaler", up[1]);
+        }
         if !fits {
             return Err(Error::Shape {
                 op: ARCH,
-                expected: format!(
-                    "a {d}-D grid of the {n} points with room for {m} Fourier modes per axis"
-                ),
+                expected,
                 got: shape,
             });
         }
@@ -188,8 +242,10 @@ impl GalerkinTransformer {
     }
 
     /// # Shapes
-    /// - `input.pos`: (B, N, space_dim), the coordinates every attention head reads;
-    ///   `input.fx`: (B, N, fun_dim); `input.grid`: the grid shape (optional in 1-D)
+    /// - `input.pos`: (B, N, space_dim), the points' coordinates (the attention's, or with
+    ///   `FourierTransformer2D` the fine grid's, interpolated bilinearly to the coarse grid for
+    ///   the attention); `input.fx`: (B, N, fun_dim); `input.grid`: the grid shape (optional
+    ///   in 1-D)
     /// - returns: (B, N, out_dim), in the points' order
     pub fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
         const OP: &str = "GalerkinTransformer::forward";
@@ -225,27 +281,130 @@ impl GalerkinTransformer {
             }
         };
         let shape = self.grid_shape(input, n)?;
-        let kind = self.feat.weight.kind();
+        let kind = self.head0.weight.kind();
         let (pos, fx) = (input.pos.f_to_kind(kind)?, fx.f_to_kind(kind)?);
         for (t, what) in [(&pos, "pos"), (&fx, "fx")] {
             if !bool::try_from(&t.f_isfinite()?.f_all()?)? {
                 return Err(Error::NonFinite { op: OP, what });
             }
         }
-        let mut x = self.feat.forward(&fx)?;
+        let on_grid = |t: &Tensor| -> Result<Tensor> {
+            let mut s = vec![b];
+            s.extend_from_slice(&shape);
+            s.push(t.size()[2]);
+            Ok(t.f_reshape(s.as_slice())?)
+        };
+        let out = match &self.down {
+            Some(_) => {
+                let fine = on_grid(&pos)?;
+                let coarse = self.coarse_positions(&fine)?;
+                let out = self.forward_2d(&on_grid(&fx)?, &coarse, &fine, train)?;
+                self.boundary(&out)?
+            }
+            None => self.forward_points(&fx, &pos, &shape, train)?,
+        };
+        Ok(out.f_reshape([b, n, c.out_dim])?)
+    }
+
+    /// `SimpleTransformer`: (B, N, fun_dim), (B, N, p) → (B, grid…, out_dim).
+    fn forward_points(
+        &self,
+        fx: &Tensor,
+        pos: &Tensor,
+        shape: &[i64],
+        train: bool,
+    ) -> Result<Tensor> {
+        let c = &self.cfg;
+        let feat = self
+            .feat
+            .as_ref()
+            .ok_or_else(|| Error::Config(format!("{ARCH}: the point model has no feature lift")))?;
+        let mut x = feat.forward(fx)?;
         for layer in &self.layers {
-            x = layer.forward(&x, &pos, c, train)?;
+            x = layer.forward(&x, pos, c, train)?;
         }
         let x = dropout(&x, c.dropout, train)?;
-        let mut grid_shape = vec![b];
-        grid_shape.extend_from_slice(&shape);
+        let mut grid_shape = vec![fx.size()[0]];
+        grid_shape.extend_from_slice(shape);
         grid_shape.push(c.n_hidden);
-        let mut x = x.f_reshape(grid_shape.as_slice())?;
+        self.decoder(&x.f_reshape(grid_shape.as_slice())?, train)
+    }
+
+    /// The coarse grid's coordinates, interpolated bilinearly (corners aligned) from the fine
+    /// grid's: on a uniform grid the reference's coarse meshgrid, in the data's own convention.
+    /// (B, n1, n2, p) → (B, n_c1·n_c2, p).
+    fn coarse_positions(&self, fine: &Tensor) -> Result<Tensor> {
+        let size = self.cfg.downscaler_size.map(|s| s[1]).unwrap_or_default();
+        let b = fine.size()[0];
+        Ok(fine
+            .f_permute([0, 3, 1, 2])?
+            .f_upsample_bilinear2d(size, true, None, None)?
+            .f_permute([0, 2, 3, 1])?
+            .f_reshape([b, size[0] * size[1], self.cfg.space_dim])?)
+    }
+
+    /// `FourierTransformer2D` up to its output before the normaliser and the boundary condition.
+    ///
+    /// # Shapes
+    /// - `node`: (B, n1, n2, fun_dim); `coarse`: (B, n_c1·n_c2, 2); `fine`: (B, n1, n2, 2)
+    /// - returns: (B, n1, n2, out_dim)
+    fn forward_2d(
+        &self,
+        node: &Tensor,
+        coarse: &Tensor,
+        fine: &Tensor,
+        train: bool,
+    ) -> Result<Tensor> {
+        let c = &self.cfg;
+        let (Some(down), Some(up)) = (&self.down, &self.up) else {
+            return Err(Error::Config(format!(
+                "{ARCH}: the point model has no down- and upscaler"
+            )));
+        };
+        let b = node.size()[0];
+        let x = down.forward(&node.f_permute([0, 3, 1, 2])?, train)?;
+        let (nc1, nc2) = (x.size()[2], x.size()[3]);
+        let mut x = dropout(
+            &x.f_permute([0, 2, 3, 1])?
+                .f_reshape([b, nc1 * nc2, c.n_hidden])?,
+            c.dropout,
+            train,
+        )?;
+        for layer in &self.layers {
+            x = layer.forward(&x, coarse, c, train)?;
+        }
+        let x = x
+            .f_reshape([b, nc1, nc2, c.n_hidden])?
+            .f_permute([0, 3, 1, 2])?;
+        let x = up.forward(&x, train)?.f_permute([0, 2, 3, 1])?;
+        let x = dropout(&x, c.dropout, train)?;
+        let fc = self
+            .fc
+            .as_ref()
+            .ok_or_else(|| Error::Config(format!("{ARCH}: no regressor.fc")))?;
+        let x = fc.forward(&Tensor::f_cat(&[&x, &fine.f_to_kind(x.kind())?], -1)?)?;
+        self.decoder(&x, train)
+    }
+
+    /// The spectral layers and the pointwise head: (B, grid…, C) → (B, grid…, out_dim).
+    fn decoder(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        let mut x = x.shallow_clone();
         for layer in &self.spectral {
             x = layer.forward(&x, train)?;
         }
-        let x = self.head2.forward(&self.head0.forward(&x)?.f_silu()?)?;
-        Ok(x.f_reshape([b, n, c.out_dim])?)
+        Ok(self.head2.forward(&self.head0.forward(&x)?.f_silu()?)?)
+    }
+
+    /// The Dirichlet condition (`x[:, 1:-1, 1:-1]` kept, the outer ring 0) when configured.
+    /// (B, n1, n2, C) → the same.
+    fn boundary(&self, x: &Tensor) -> Result<Tensor> {
+        if !self.cfg.dirichlet {
+            return Ok(x.shallow_clone());
+        }
+        let s = x.size();
+        Ok(x.f_narrow(1, 1, (s[1] - 2).max(0))?
+            .f_narrow(2, 1, (s[2] - 2).max(0))?
+            .f_constant_pad_nd([0, 0, 1, 1, 1, 1])?)
     }
 }
 

@@ -1,20 +1,54 @@
-//! The reference's `SimpleTransformer` as the fixture cases describe it (`fixtures/galerkin`):
-//! which cases are ours, their configuration from the constructor's keyword arguments, and the
-//! forward signature `model(node, edge, pos, grid)['preds']`.
+//! The reference's `SimpleTransformer` and `FourierTransformer2D` as the fixture cases describe
+//! them (`fixtures/galerkin`): which cases are ours, their configuration from the constructor's
+//! keyword arguments, and the forward signature `model(node, edge, pos, grid)['preds']`.
 
 use serde_json::Value;
 use tch::Tensor;
 
-use super::config::AttentionDropout;
+use super::config::{AttentionDropout, GalerkinModel, ScalerActivation};
 use super::{FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinTransformer};
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::{Error, Result};
 use ono_nn::weights::NamedTensors;
 
-/// Cases of family `galerkin` whose class is `SimpleTransformer`.
+/// Cases of family `galerkin` whose class is `SimpleTransformer` or `FourierTransformer2D`.
 pub(super) fn claims(json: &Value) -> bool {
     json["family"].as_str() == Some("galerkin")
-        && json["model_class"].as_str() == Some("SimpleTransformer")
+        && matches!(
+            json["model_class"].as_str(),
+            Some("SimpleTransformer" | "FourierTransformer2D")
+        )
+}
+
+/// An explicit interpolation size pair `((h, w), (h, w))`; scale factors are refused.
+fn sizes(kw: &Value, key: &str) -> Result<[[i64; 2]; 2]> {
+    let pair = |v: &Value| -> Option<[i64; 2]> {
+        let a = v.as_array()?;
+        match a[..] {
+            [ref h, ref w] => Some([h.as_i64()?, w.as_i64()?]),
+            _ => None,
+        }
+    };
+    kw[key]
+        .as_array()
+        .and_then(|a| match a[..] {
+            [ref x, ref y] => Some([pair(x)?, pair(y)?]),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            unsupported(format!(
+                "{key} {} (explicit integer sizes only, not scale factors)",
+                kw[key]
+            ))
+        })
+}
+
+fn activation(kw: &Value, key: &str) -> Result<ScalerActivation> {
+    match kw[key].as_str() {
+        None | Some("silu") => Ok(ScalerActivation::Silu),
+        Some("relu") => Ok(ScalerActivation::Relu),
+        Some(other) => Err(unsupported(format!("{key} {other:?}"))),
+    }
 }
 
 fn unsupported(what: String) -> Error {
@@ -28,6 +62,7 @@ fn unsupported(what: String) -> Error {
 /// (graph feature extractors, post-LayerNorms, the pointwise decoder, …) are errors.
 pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
     let kw = &json["constructor_kwargs"];
+    let two_d = json["model_class"].as_str() == Some("FourierTransformer2D");
     let int = |k: &str| {
         kw[k]
             .as_i64()
@@ -47,19 +82,33 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
         "batch_norm",
         "spacial_residual",
         "symmetric_init",
-        "spacial_fc",
         "bulk_regression",
+        "return_latent",
     ] {
         if flag(k) {
             return Err(unsupported(format!("{k} = true")));
         }
     }
+    // SimpleTransformer's decoder without the coordinates, FourierTransformer2D's with them.
+    if flag("spacial_fc") != two_d {
+        return Err(unsupported(format!("spacial_fc = {}", flag("spacial_fc"))));
+    }
+    if two_d {
+        for k in ["downsample_mode", "upsample_mode"] {
+            if text(k) != Some("interp") {
+                return Err(unsupported(format!("{k} {:?}", kw[k])));
+            }
+        }
+        if kw["last_activation"].as_bool() == Some(false) {
+            return Err(unsupported("last_activation = false".into()));
+        }
+    }
     if kw["n_freq_targets"].as_i64().unwrap_or(0) > 0 {
         return Err(unsupported("n_freq_targets > 0".into()));
     }
-    match text("decoder_type") {
-        Some("ifft") => {}
-        other => return Err(unsupported(format!("decoder_type {other:?}"))),
+    match (text("decoder_type"), two_d) {
+        (Some("ifft"), false) | (Some("ifft2"), true) => {}
+        (other, _) => return Err(unsupported(format!("decoder_type {other:?}"))),
     }
     if !matches!(text("residual_type"), None | Some("add" | "plus")) {
         return Err(unsupported("residual_type minus".into()));
@@ -90,7 +139,24 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
         GalerkinAttentionKind::Linear | GalerkinAttentionKind::Softmax => 0.1,
         _ => opt_f("encoder_dropout", 0.05),
     };
+    let boundary = text("boundary_condition");
+    if !matches!(boundary, None | Some("dirichlet" | "free")) {
+        return Err(unsupported(format!("boundary_condition {boundary:?}")));
+    }
+    let (downscaler_size, upscaler_size) = if two_d {
+        (
+            Some(sizes(kw, "downscaler_size")?),
+            Some(sizes(kw, "upscaler_size")?),
+        )
+    } else {
+        (None, None)
+    };
     Ok(GalerkinConfig {
+        model: if two_d {
+            GalerkinModel::FourierTransformer2d
+        } else {
+            GalerkinModel::SimpleTransformer
+        },
         space_dim: pos_dim,
         fun_dim: int("node_feats")?,
         out_dim: int("n_targets")?,
@@ -103,8 +169,8 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
             .as_f64()
             .ok_or_else(|| Error::Config("constructor_kwargs.xavier_init is missing".into()))?,
         diagonal_weight: opt_f("diagonal_weight", 1e-2),
-        // SimpleTransformer does not pass norm_eps to its layers.
-        norm_eps: 1e-5,
+        // SimpleTransformer does not pass norm_eps to its layers; FourierTransformer2D does.
+        norm_eps: if two_d { opt_f("norm_eps", 1e-5) } else { 1e-5 },
         ffn_activation,
         freq_dim: int("freq_dim")?,
         fourier_modes: int("fourier_modes")?,
@@ -115,11 +181,20 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
         decoder_dropout: opt_f("decoder_dropout", 0.1),
         // The fixtures are made with the defective call removed (their README).
         attention_dropout: AttentionDropout::Training,
+        downscaler_size,
+        upscaler_size,
+        downscaler_activation: activation(kw, "downscaler_activation")?,
+        upscaler_activation: activation(kw, "upscaler_activation")?,
+        downscaler_dropout: opt_f("downscaler_dropout", 0.1),
+        upscaler_dropout: opt_f("upscaler_dropout", 0.1),
+        dirichlet: boundary == Some("dirichlet"),
     })
 }
 
-/// `model(node, None, pos, None)['preds']`: node (B, n, node_feats), pos (B, n, pos_dim) in the
-/// grid's row-major order.
+/// `model(node, None, pos, grid)['preds']`. 1-D: node (B, n, node_feats), pos (B, n, pos_dim).
+/// 2-D: node (B, n_f, n_f, node_feats), pos (B, n_c², 2) the coarse grid, grid (B, n_f, n_f, 2),
+/// and the y-normaliser (`normalizer_y.mean`, `.std`, (n_f, n_f, 1)) the reference applies inside
+/// the model, x·(std + 1e-5) + mean, before the boundary condition.
 pub(super) fn forward(
     model: &GalerkinTransformer,
     inputs: &NamedTensors,
@@ -131,5 +206,11 @@ pub(super) fn forward(
             .ok_or_else(|| Error::Config(format!("the fixture has no input.{k}")))
     };
     let (node, pos) = (get("node")?, get("pos")?);
-    NeuralOperator::forward(model, &ModelInput::new(pos, node), train)
+    if model.config().model == GalerkinModel::SimpleTransformer {
+        return NeuralOperator::forward(model, &ModelInput::new(pos, node), train);
+    }
+    let out = model.forward_2d(node, pos, get("grid")?, train)?;
+    let (mean, std) = (get("normalizer_y.mean")?, get("normalizer_y.std")?);
+    let out = out.f_mul(&std.f_add_scalar(1e-5)?)?.f_add(mean)?;
+    model.boundary(&out)
 }
