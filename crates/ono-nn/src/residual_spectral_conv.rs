@@ -103,11 +103,11 @@ impl ResidualSpectralConv {
         } else {
             x.shallow_clone()
         };
-        let channels_first = x.f_movedim(&[(d + 1) as i64], &[1])?;
+        let channels_first = x.f_movedim([(d + 1) as i64], [1])?;
         let weights: Vec<&Tensor> = self.weights.iter().collect();
         let spec = spectral_conv(&channels_first, &weights, &self.modes, "ortho")?;
         Ok(spec
-            .f_movedim(&[1], &[(d + 1) as i64])?
+            .f_movedim([1], [(d + 1) as i64])?
             .f_add(&res)?
             .f_silu()?)
     }

@@ -95,9 +95,12 @@ pub struct GalerkinConfig {
 impl GalerkinConfig {
     pub(crate) fn check(&self, arch: &str) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("{arch}: {msg}")));
-        if !(1..=2).contains(&self.space_dim) {
+        if self.space_dim < 1
+            || (self.model == GalerkinModel::SimpleTransformer && self.space_dim > 2)
+        {
             return bad(format!(
-                "space_dim must be 1 or 2 (the spectral decoder's FFTs), got {}",
+                "space_dim must be 1 or 2 (the spectral decoder's FFTs over the points' grid; \
+                 fourier_transformer2d: any coordinate channels ≥ 1), got {}",
                 self.space_dim
             ));
         }
@@ -136,20 +139,18 @@ impl GalerkinConfig {
                 return bad(format!("{name} must lie in [0, 1], got {p}"));
             }
         }
-        if !(self.norm_eps > 0.0) || !(self.xavier_init >= 0.0) || !self.diagonal_weight.is_finite()
-        {
+        let finite = self.norm_eps.is_finite()
+            && self.norm_eps > 0.0
+            && self.xavier_init.is_finite()
+            && self.xavier_init >= 0.0
+            && self.diagonal_weight.is_finite();
+        if !finite {
             return bad(format!(
                 "norm_eps {} must be positive, xavier_init {} ≥ 0, diagonal_weight {} finite",
                 self.norm_eps, self.xavier_init, self.diagonal_weight
             ));
         }
         if self.model == GalerkinModel::FourierTransformer2d {
-            if self.space_dim != 2 {
-                return bad(format!(
-                    "fourier_transformer2d is 2-D, got space_dim {}",
-                    self.space_dim
-                ));
-            }
             match (self.downscaler_size, self.upscaler_size) {
                 (Some(down), Some(up)) if down.iter().chain(&up).flatten().all(|&s| s > 0) => {}
                 (down, up) => {
@@ -164,6 +165,17 @@ impl GalerkinConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl GalerkinConfig {
+    /// The dimension of the grid the decoder's FFTs run over: 2 for `FourierTransformer2D`
+    /// (whatever the coordinate channels), else the coordinates' dimension.
+    pub fn grid_dims(&self) -> usize {
+        match self.model {
+            GalerkinModel::FourierTransformer2d => 2,
+            GalerkinModel::SimpleTransformer => self.space_dim.max(0) as usize,
+        }
     }
 }
 

@@ -168,7 +168,7 @@ impl GalerkinTransformer {
             )
         });
         let first_in = if two_d { cfg.freq_dim } else { cfg.n_hidden };
-        let modes = vec![cfg.fourier_modes; cfg.space_dim as usize];
+        let modes = vec![cfg.fourier_modes; cfg.grid_dims()];
         let spectral = (0..cfg.num_regressor_layers)
             .map(|j| {
                 ResidualSpectralConvConfig {
@@ -181,7 +181,7 @@ impl GalerkinTransformer {
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let hidden = if two_d {
-            2 * cfg.space_dim * cfg.freq_dim
+            2 * cfg.grid_dims() as i64 * cfg.freq_dim
         } else {
             cfg.freq_dim
         };
@@ -207,7 +207,7 @@ impl GalerkinTransformer {
 
     /// The grid of the points: `input.grid`, or the N points as one axis in 1-D.
     fn grid_shape(&self, input: &ModelInput<'_>, n: i64) -> Result<Vec<i64>> {
-        let d = self.cfg.space_dim as usize;
+        let d = self.cfg.grid_dims();
         let shape = match input.grid {
             Some(g) => g.to_vec(),
             None if d == 1 => vec![n],
