@@ -1,15 +1,22 @@
 //! Cao's Galerkin / Fourier Transformer (scaomath/galerkin-transformer @ f9e7d6a, `libs/model.py`
-//! `SimpleTransformer`, `libs/layers.py`): `arch = "galerkin"`.
+//! `SimpleTransformer` and `FourierTransformer2D`, `libs/layers.py`): `arch = "galerkin"`, the
+//! model chosen by [`GalerkinConfig::model`].
 //!
 //! ```text
-//! fx → feat_extract.id → num_encoder_layers × [x + Attn(x, pos); x + FFN(x)]
-//!    → (B, grid…, d) → num_regressor_layers × SiLU(K_ortho(x) + Linear(x)) → Linear → SiLU → Linear
+//! SimpleTransformer:    fx → feat_extract.id → L × [x + Attn(x, pos); x + FFN(x)]
+//!                          → (B, grid…, d) → spectral decoder
+//! FourierTransformer2D: fx on the fine grid → downscaler → L × encoder layer on the coarse grid
+//!                          → upscaler → [x, fine coordinates] → regressor.fc → spectral decoder
+//!                          → Dirichlet ring (optional)
+//! spectral decoder:     num_regressor_layers × SiLU(K_ortho(x) + Linear(x)) → Linear → SiLU → Linear
 //! ```
 //!
 //! The attention is [`ono_nn::galerkin_attention`] (per-head LayerNorms, the coordinates in front
 //! of every head, no softmax); the decoder's spectral layers are
-//! [`ono_nn::residual_spectral_conv`] on the points' grid (1-D: the N points in order). Fixtures:
-//! `fixtures/galerkin` (`gt1d_small`, `ft1d_small`).
+//! [`ono_nn::residual_spectral_conv`] on the points' grid (1-D: the N points in order); the 2-D
+//! scalers are [`ono_nn::interp_scaler`]. The reference's attention dropout is active in
+//! evaluation; [`AttentionDropout`] chooses between that and training-only dropout (default).
+//! Fixtures: `fixtures/galerkin` (`gt1d_small`, `ft1d_small`, `gt2d_small`).
 
 mod config;
 pub mod presets;
