@@ -175,3 +175,52 @@ fn the_reference_dropout_defect_is_a_switch() {
     assert!(spread > 1e-2, "two evaluations differ by {spread}");
     assert!(rel(&a.reshape(want.size()), want) > 1e-2);
 }
+
+/// Inputs the models cannot take are errors naming the problem, not panics.
+#[test]
+fn bad_inputs_are_errors() {
+    use ono_models::{Error, ModelInput};
+    use tch::{Device, Kind, Tensor};
+    let opts = (Kind::Float, Device::Cpu);
+    let (_, one) = loaded("gt1d_small", Kind::Float, |_| {});
+    let pos = Tensor::rand([2, 64, 1], opts);
+    let fx = Tensor::randn([2, 64, 1], opts);
+    assert!(one.forward(&ModelInput::new(&pos, &fx), false).is_ok());
+    // 8 modes need at least 14 points on the rFFT's axis.
+    let short = |t: &Tensor| t.narrow(1, 0, 12);
+    let err = one
+        .forward(&ModelInput::new(&short(&pos), &short(&fx)), false)
+        .unwrap_err();
+    assert!(matches!(err, Error::Shape { .. }), "{err}");
+    let nan = fx.copy().fill_(f64::NAN);
+    let err = one
+        .forward(&ModelInput::new(&pos, &nan), false)
+        .unwrap_err();
+    assert!(matches!(err, Error::NonFinite { .. }), "{err}");
+    let time = Tensor::zeros([2, 1], opts);
+    assert!(one
+        .forward(&ModelInput::new(&pos, &fx).with_time(Some(&time)), false)
+        .is_err());
+    let wide = Tensor::randn([2, 64, 2], opts);
+    assert!(one.forward(&ModelInput::new(&pos, &wide), false).is_err());
+
+    let (_, two) = loaded("gt2d_small", Kind::Float, |_| {});
+    let pos = Tensor::rand([2, 29 * 29, 2], opts);
+    let fx = Tensor::randn([2, 29 * 29, 1], opts);
+    assert!(two
+        .forward(
+            &ModelInput::new(&pos, &fx).with_grid(Some(&[29, 29])),
+            false
+        )
+        .is_ok());
+    // The fine grid is the upscaler's; a grid is required.
+    assert!(two.forward(&ModelInput::new(&pos, &fx), false).is_err());
+    let (pos, fx) = (pos.narrow(1, 0, 28 * 28), fx.narrow(1, 0, 28 * 28));
+    let err = two
+        .forward(
+            &ModelInput::new(&pos, &fx).with_grid(Some(&[28, 28])),
+            false,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Shape { .. }), "{err}");
+}
