@@ -148,3 +148,11 @@ fn ffno_and_ufno_train_one_epoch_on_their_benchmarks() {
         one_epoch_batched("ufno", preset, uf, b, "", Some(n));
     }
 }
+
+#[test]
+fn galerkin_trains_one_epoch_on_burgers() {
+    // SimpleTransformer on the Burgers points (the Fourier and Galerkin attentions).
+    let small = "n_hidden = 16\nn_head = 2\nnum_encoder_layers = 1\ndim_feedforward = 32\nfreq_dim = 8\nnum_regressor_layers = 1\nfourier_modes = 4";
+    one_epoch("galerkin", "burgers", small, Benchmark::Burgers, "");
+    one_epoch("galerkin", "burgers_fourier", small, Benchmark::Burgers, "");
+}
