@@ -161,11 +161,11 @@ fn scales(norm: &str, n: f64) -> (f64, f64) {
     }
 }
 
-/// The phases 2π·(k·t mod n)/n of the kept frequencies `ks` at t = 0 … n−1, in float64 on the
-/// device (integer reduction first, so large k·t lose nothing).
-fn phases(ks: &[i64], n: i64, device: tch::Device) -> Result<Tensor> {
-    let k = Tensor::from_slice(ks).f_to_device(device)?;
-    let t = Tensor::f_arange(n, (Kind::Int64, device))?;
+/// The phases 2π·(k·t mod n)/n of the frequencies `k` (Int64, on the device) at t = 0 … n−1, in
+/// float64 (integer reduction first, so large k·t lose nothing). Built on the device from
+/// `arange`s: no host data enters the forward.
+fn phases(k: &Tensor, n: i64) -> Result<Tensor> {
+    let t = Tensor::f_arange(n, (Kind::Int64, k.device()))?;
     Ok(k.f_unsqueeze(1)?
         .f_mul(&t.f_unsqueeze(0)?)?
         .f_remainder(n)?
@@ -175,8 +175,15 @@ fn phases(ks: &[i64], n: i64, device: tch::Device) -> Result<Tensor> {
 
 /// The kept frequencies of a non-halved axis: 0 … m−1, then n−m … n−1 (the reference's corner
 /// order: low block, high block).
-fn kept(m: i64, n: i64) -> Vec<i64> {
-    (0..m).chain(n - m..n).collect()
+fn kept(m: i64, n: i64, device: tch::Device) -> Result<Tensor> {
+    let opts = (Kind::Int64, device);
+    Ok(Tensor::f_cat(
+        &[
+            Tensor::f_arange(m, opts)?,
+            Tensor::f_arange_start(n - m, n, opts)?,
+        ],
+        0,
+    )?)
 }
 
 /// [`spectral_conv`] by matrix products over the kept modes only (corners must not overlap).
@@ -196,8 +203,8 @@ fn pruned_dft(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Res
     // with the columns (cos, −sin) interleaved per k, whose result *is* the complex tensor
     // (`view_as_complex` of its trailing (m, 2)), with no copy.
     let (n_last, m_last) = (spatial[d - 1], modes[d - 1]);
-    let ks: Vec<i64> = (0..m_last).collect();
-    let ph = phases(&ks, n_last, dev)?; // (m, n)
+    let ks = Tensor::f_arange(m_last, (Kind::Int64, dev))?;
+    let ph = phases(&ks, n_last)?; // (m, n), also the synthesis' below
     let analysis = Tensor::f_stack(&[ph.f_cos()?, ph.f_sin()?.f_neg()?], 1)? // (m, 2, n)
         .f_reshape([2 * m_last, n_last])?
         .f_tr()?
@@ -213,8 +220,7 @@ fn pruned_dft(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Res
     // Every other axis: a complex DFT restricted to its 2m kept frequencies.
     let mut inverse_mats = Vec::with_capacity(d - 1);
     for j in 0..d - 1 {
-        let ks = kept(modes[j], spatial[j]);
-        let ph = phases(&ks, spatial[j], dev)?; // (2m, n)
+        let ph = phases(&kept(modes[j], spatial[j], dev)?, spatial[j])?; // (2m, n)
         let fwd = Tensor::f_polar(&ph.f_ones_like()?, &ph.f_neg()?)?.f_to_kind(complex)?;
         let inv = Tensor::f_polar(&ph.f_ones_like()?, &ph)?
             .f_to_kind(complex)?
@@ -260,20 +266,15 @@ fn pruned_dft(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Res
     // The halved axis, complex to real as irfft reads a half spectrum: bins 0 and n/2 once, the
     // others twice (their conjugate partners), imaginary parts of bins 0 and n/2 ignored; one real
     // product of the (re, im) pairs with the rows (cos, −sin) interleaved per k.
-    let weight_k: Vec<f64> = (0..m_last)
-        .map(|k| inv_scale * if k == 0 || 2 * k == n_last { 1.0 } else { 2.0 })
-        .collect();
-    let wk = Tensor::from_slice(&weight_k)
-        .f_to_device(dev)?
-        .f_unsqueeze(1)?;
-    let ph = phases(&ks, n_last, dev)?; // (m, n)
-    let mut sin = ph.f_sin()?;
+    let ends = ks
+        .f_eq(0)?
+        .f_logical_or(&ks.f_mul_scalar(2)?.f_eq(n_last)?)?
+        .f_unsqueeze(1)?; // (m, 1): bins 0 and n/2
+    let wk = Tensor::f_full([m_last, 1], 2.0, (Kind::Double, dev))?
+        .f_masked_fill(&ends, 1.0)?
+        .f_mul_scalar(inv_scale)?;
     // sin(π t) is not exactly 0 in floating point; irfft ignores those imaginary parts exactly.
-    let zero_rows: Vec<i64> = (0..m_last).filter(|&k| k == 0 || 2 * k == n_last).collect();
-    if !zero_rows.is_empty() {
-        let rows = Tensor::from_slice(&zero_rows).f_to_device(dev)?;
-        sin = sin.f_index_fill(0, &rows, 0.0)?;
-    }
+    let sin = ph.f_sin()?.f_masked_fill(&ends, 0.0)?;
     let synthesis = Tensor::f_stack(&[ph.f_cos()?.f_mul(&wk)?, sin.f_mul(&wk)?.f_neg()?], 1)?
         .f_reshape([2 * m_last, n_last])?
         .f_to_kind(kind)?; // (2m, n)

@@ -21,7 +21,7 @@ pub fn index_grid(shape: &[i64], kind: Kind, device: Device) -> Result<Tensor> {
     }
     let axes = shape
         .iter()
-        .map(|&n| Tensor::f_linspace(0.0, 1.0, n, (Kind::Double, Device::Cpu)))
+        .map(|&n| Tensor::f_linspace(0.0, 1.0, n, (Kind::Double, device)))
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let mesh = Tensor::f_meshgrid_indexing(&axes, "ij")?;
     let n: i64 = shape.iter().product();
@@ -29,9 +29,7 @@ pub fn index_grid(shape: &[i64], kind: Kind, device: Device) -> Result<Tensor> {
         .iter()
         .map(|m| m.f_reshape([n]))
         .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(Tensor::f_stack(&flat, -1)?
-        .f_to_kind(kind)?
-        .f_to_device(device)?)
+    Ok(Tensor::f_stack(&flat, -1)?.f_to_kind(kind)?)
 }
 
 /// Point features onto the grid, channels first.
