@@ -16,7 +16,8 @@ pub enum DataCmd {
     /// What a benchmark's files hold: the files found, their arrays (shapes, dtypes), the split
     /// sizes, the subsampled resolution, value ranges and the fitted normalizer statistics.
     Info {
-        /// darcy, ns2d, burgers, airfoil, pipe, elasticity, elasticity_grid, plasticity.
+        /// darcy, ns2d, burgers, airfoil, pipe, elasticity, elasticity_grid, plasticity,
+        /// darcy_inverse.
         benchmark: String,
         /// The folder with the files (default: $ONO_DATA_DIR, else ./data).
         #[arg(long)]
@@ -30,9 +31,15 @@ pub enum DataCmd {
         /// Subsampling stride (default: the reference's).
         #[arg(long)]
         r: Option<usize>,
-        /// ono or fno.
+        /// ono, fno or galerkin.
         #[arg(long, default_value = "ono")]
         layout: String,
+        /// darcy_inverse: the coarse grid's stride on the 421 grid (default 12 → 36).
+        #[arg(long)]
+        coarse_r: Option<usize>,
+        /// darcy_inverse: the noise on the normalized input (default 0.01).
+        #[arg(long)]
+        noise: Option<f64>,
     },
     /// Generate a data set by the published process and write it in the original file layout
     /// (MAT v5, as the published files), with a metadata JSON beside it (seed, parameters,
@@ -111,7 +118,21 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             ntest,
             r,
             layout,
-        } => data_info(&benchmark, data_dir, ntrain, ntest, r, &layout),
+            coarse_r,
+            noise,
+        } => {
+            let layout: Layout = serde_json::from_value(serde_json::Value::String(layout.clone()))
+                .map_err(|_| anyhow::anyhow!("--layout: `{layout}` is not ono, fno or galerkin"))?;
+            let opts = LoadOptions {
+                ntrain,
+                ntest,
+                r,
+                layout,
+                coarse_r,
+                noise,
+            };
+            data_info(&benchmark, data_dir, &opts)
+        }
         DataCmd::Gen {
             kind,
             n,
@@ -161,25 +182,11 @@ pub fn run(cmd: DataCmd) -> Result<()> {
     }
 }
 
-fn data_info(
-    benchmark: &str,
-    data_dir: Option<PathBuf>,
-    ntrain: Option<usize>,
-    ntest: Option<usize>,
-    r: Option<usize>,
-    layout: &str,
-) -> Result<()> {
+fn data_info(benchmark: &str, data_dir: Option<PathBuf>, opts: &LoadOptions) -> Result<()> {
     let b: Benchmark = benchmark.parse()?;
-    let layout: Layout = serde_json::from_value(serde_json::Value::String(layout.to_string()))
-        .map_err(|_| anyhow::anyhow!("--layout: `{layout}` is not ono or fno"))?;
+    let layout = opts.layout;
     let dir = ono_data::benchmarks::data_dir(data_dir.as_deref());
-    let opts = LoadOptions {
-        ntrain,
-        ntest,
-        r,
-        layout,
-    };
-    let loaded = ono_data::benchmarks::load(b, &dir, &opts)?;
+    let loaded = ono_data::benchmarks::load(b, &dir, opts)?;
     println!(
         "benchmark {} ({layout:?} layout), data folder {}",
         b.name(),
@@ -207,14 +214,21 @@ fn data_info(
             s.y.max().double_value(&[]),
             s.pos.size()
         );
+        for (what, t) in [("query", &s.query), ("aux", &s.aux)] {
+            if let Some(t) = t {
+                println!("{name}: {what} {:?}", t.size());
+            }
+        }
     }
     let rcp = recipe(b, layout);
     println!(
-        "recipe: regime {:?}, normalize_x {:?}, normalize_y {:?}, derivative_alpha {}, preset {}",
+        "recipe: regime {:?}, normalize_x {:?}, normalize_y {:?}, derivative_alpha {}, loss {:?} (h1_gamma {}), preset {}",
         rcp.regime,
         rcp.normalize_x,
         rcp.normalize_y,
         rcp.derivative_alpha,
+        rcp.loss,
+        rcp.h1_gamma,
         rcp.preset.unwrap_or("(none)")
     );
     for (what, kind, t) in [

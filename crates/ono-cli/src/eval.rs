@@ -11,16 +11,35 @@ use ono_train::Predictor;
 
 use crate::device;
 
-/// Evaluates `checkpoint` on the test split; prints one JSON line.
-pub fn run(checkpoint: PathBuf, data: Option<PathBuf>, dev: &str, batch: i64) -> Result<()> {
+/// Evaluates `checkpoint` on the test split; prints one JSON line. `r` re-reads the run's own
+/// benchmark at another subsampling stride (another resolution, e.g. Burgers at 8192 points).
+pub fn run(
+    checkpoint: PathBuf,
+    data: Option<PathBuf>,
+    r: Option<usize>,
+    dev: &str,
+    batch: i64,
+) -> Result<()> {
     let dev = device(dev)?;
     let (p, state) = Predictor::from_checkpoint(&checkpoint, dev)?;
     let ds = match &data {
+        Some(_) if r.is_some() => {
+            anyhow::bail!(
+                "--r re-reads the run's own benchmark; a --data file has its own resolution"
+            )
+        }
         Some(d) => TensorDataset::read(d)?,
         None => {
             // The run's own data: its file, or its benchmark with the same split.
-            let section: DataSection = serde_json::from_value(state.config["data"].clone())
+            let mut section: DataSection = serde_json::from_value(state.config["data"].clone())
                 .context("the checkpoint's data settings are unreadable; pass --data")?;
+            if r.is_some() {
+                anyhow::ensure!(
+                    section.benchmark.is_some(),
+                    "--r re-reads the run's benchmark, but the run was trained on a dataset file"
+                );
+                section.r = r;
+            }
             let loss: LossSection = serde_json::from_value(state.config["loss"].clone())
                 .context("the checkpoint's loss settings are unreadable; pass --data")?;
             resolve_data(&section, &loss)?.dataset
@@ -40,7 +59,7 @@ pub fn run(checkpoint: PathBuf, data: Option<PathBuf>, dev: &str, batch: i64) ->
     let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
     // The grid of the evaluated data: another resolution than the training data's is fine
     // (pointwise normalizers are interpolated onto it).
-    let (x_norm, y_norm) = p.normalizers_for(ds.grid.as_deref())?;
+    let (x_norm, y_norm) = p.normalizers_for(ds.grid.as_deref(), ds.query_grid.as_deref())?;
     let split = normalized(&ds.test, &x_norm, dev, p.kind())?;
     let errs = evaluate(
         &p.model,
@@ -57,6 +76,7 @@ pub fn run(checkpoint: PathBuf, data: Option<PathBuf>, dev: &str, batch: i64) ->
             "checkpoint": checkpoint,
             "data": data_path,
             "samples": split.len(),
+            "grid": ds.target_grid(),
             "test_rel_l2": errs.full,
             "per_step": errs.per_step,
             "trained_steps": state.global_step,

@@ -51,6 +51,10 @@ enum Cmd {
         /// The dataset file (default: the one the run was trained on).
         #[arg(long)]
         data: Option<PathBuf>,
+        /// Re-read the run's own benchmark at this subsampling stride instead of its own (the
+        /// same model at another resolution; e.g. Burgers with r = 1 is 8192 points).
+        #[arg(long)]
+        r: Option<usize>,
         /// cpu, cuda or cuda:N.
         #[arg(long, default_value = "cpu")]
         device: String,
@@ -163,9 +167,10 @@ fn dispatch(command: Cmd) -> Result<bool> {
         Cmd::Eval {
             checkpoint,
             data,
+            r,
             device,
             batch,
-        } => eval::run(checkpoint, data, &device, batch)?,
+        } => eval::run(checkpoint, data, r, &device, batch)?,
         Cmd::Predict {
             checkpoint,
             input,

@@ -9,8 +9,9 @@ use tch::{Device, Kind, Tensor};
 
 use crate::device;
 
-/// Reads `fx` (S, N, Cf), `pos` (1 or S, N, d) and optionally `grid` from `input`, writes `pred`
-/// to `output`.
+/// Reads `fx` (S, N, Cf), `pos` (1 or S, N, d) and optionally `grid`, `query` (1 or S, M, d,
+/// the output points of a model trained with query points) and `query_grid` from `input`,
+/// writes `pred` to `output`.
 pub fn run(
     checkpoint: PathBuf,
     input: PathBuf,
@@ -35,19 +36,47 @@ pub fn run(
     if pos.dim() == 3 && pos.size()[0] == 1 && fx.dim() == 3 {
         pos = pos.expand([fx.size()[0], -1, -1], false);
     }
+    let shape = |k: &str| -> Result<Option<Vec<i64>>> {
+        named
+            .get(k)
+            .map(|g| {
+                Vec::<i64>::try_from(g.f_to_kind(Kind::Int64)?.f_reshape([-1])?)
+                    .with_context(|| format!("{}: `{k}` is not a list of sizes", input.display()))
+            })
+            .transpose()
+    };
+    let points = |t: &Option<Vec<i64>>, n: i64| {
+        t.clone()
+            .filter(|g| fx.dim() == 3 && g.iter().product::<i64>() == n)
+    };
     // The inputs' grid: given in the file, else the training grid when the point counts agree.
-    let grid: Option<Vec<i64>> = match named.get("grid") {
-        Some(g) => Some(
-            Vec::<i64>::try_from(g.f_to_kind(Kind::Int64)?.f_reshape([-1])?)
-                .with_context(|| format!("{}: `grid` is not a list of sizes", input.display()))?,
-        ),
-        None => p
-            .grid
-            .clone()
-            .filter(|g| fx.dim() == 3 && g.iter().product::<i64>() == fx.size()[1]),
+    let grid = match shape("grid")? {
+        Some(g) => Some(g),
+        None => points(&p.grid, fx.size().get(1).copied().unwrap_or(0)),
+    };
+    let query = match named.get("query") {
+        Some(_) => {
+            let mut q = get("query")?;
+            if q.dim() == 3 && q.size()[0] == 1 && fx.dim() == 3 {
+                q = q.expand([fx.size()[0], -1, -1], false);
+            }
+            Some(q)
+        }
+        None => None,
+    };
+    let query_grid = match (&query, shape("query_grid")?) {
+        (Some(_), Some(g)) => Some(g),
+        (Some(q), None) => points(&p.query_grid, q.size().get(1).copied().unwrap_or(0)),
+        (None, _) => None,
     };
     let steps = if p.regime == Regime::Steady { 0 } else { steps };
-    let pred = p.predict(&pos, &fx, steps, grid.as_deref())?;
+    let pred = p.predict(
+        &pos,
+        &fx,
+        steps,
+        grid.as_deref(),
+        query.as_ref().map(|q| (q, query_grid.as_deref())),
+    )?;
     ono_data::dataset::write_tensors_atomic(
         &output,
         &[(

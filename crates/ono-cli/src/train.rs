@@ -25,7 +25,8 @@ pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
             "resumed_at": summary.resumed_at,
             "final_test_rel_l2": summary.final_test,
             "best": summary.best,
-            "checkpoint": summary.last_checkpoint,
+            "checkpoint": summary.result_checkpoint,
+            "last_checkpoint": summary.last_checkpoint,
         })
     );
     Ok(())

@@ -23,16 +23,17 @@ fn synthetic_dataset(path: &Path, n_train: i64, n_test: i64, s: i64, seed: i64) 
         let blur = fx.avg_pool2d([3, 3], [1, 1], [1, 1], false, true, None::<i64>);
         let y = &blur * 0.8 + fx.roll([1], [3]) * 0.3 + &fx * &blur * 0.2 + 1.0;
         let to_points = |t: &Tensor| t.reshape([n, s * s, 1]);
-        Split {
-            fx: to_points(&fx),
-            y: to_points(&y),
-            pos: grid_positions_2d(s, s).unwrap(),
-        }
+        Split::new(
+            to_points(&fx),
+            to_points(&y),
+            grid_positions_2d(s, s).unwrap(),
+        )
     };
     TensorDataset {
         train: make(n_train),
         test: make(n_test),
         grid: Some(vec![s, s]),
+        query_grid: None,
     }
     .write(path)
     .unwrap();

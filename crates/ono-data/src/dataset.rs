@@ -2,9 +2,14 @@
 //!
 //! A [`Split`] holds every sample of one split as tensors: input functions `fx` (S, N, Cf),
 //! targets `y` (S, N, Cy) — or (S, N, Cy, T) for a time series — and positions `pos`, either
-//! shared by every sample (1, N, d) or per sample (S, N, d). [`TensorDataset`] pairs a train and
-//! a test split and is stored as one safetensors file (`train.fx`, `train.y`, `train.pos`,
-//! `test.*`, and `grid` when the points are a row-major grid).
+//! shared by every sample (1, N, d) or per sample (S, N, d). Where the targets live on other
+//! points than the inputs (an inverse problem: the solution in on a fine grid, the coefficient
+//! out on a coarse one), `query` holds their positions (1 or S, M, d) and `y` is (S, M, Cy).
+//! `aux` (S, M, Ca) carries what a reference loss needs beside the target (the Galerkin
+//! Transformer's target derivatives computed on the finest grid, the raw coefficient).
+//! [`TensorDataset`] pairs a train and a test split and is stored as one safetensors file
+//! (`train.fx`, `train.y`, `train.pos`, optionally `train.query`, `train.aux`, `test.*`, `grid`
+//! when the points are a row-major grid and `query_grid` when the query points are).
 
 use std::path::Path;
 
@@ -23,6 +28,10 @@ pub struct Split {
     pub y: Tensor,
     /// Positions, (1, N, d) shared or (S, N, d).
     pub pos: Tensor,
+    /// Positions of the targets when they are not the input points, (1, M, d) or (S, M, d).
+    pub query: Option<Tensor>,
+    /// Loss-only channels at the target points, (S, M, Ca).
+    pub aux: Option<Tensor>,
 }
 
 /// A batch on the training device.
@@ -32,11 +41,26 @@ pub struct Batch {
     pub pos: Tensor,
     /// (B, N, Cf)
     pub fx: Tensor,
-    /// (B, N, Cy) or (B, N, Cy, T)
+    /// (B, M, Cy) or (B, M, Cy, T); M = N without a query
     pub y: Tensor,
+    /// (B, M, d)
+    pub query: Option<Tensor>,
+    /// (B, M, Ca)
+    pub aux: Option<Tensor>,
 }
 
 impl Split {
+    /// A split whose targets live on the input points, with no loss-only channels.
+    pub fn new(fx: Tensor, y: Tensor, pos: Tensor) -> Self {
+        Self {
+            fx,
+            y,
+            pos,
+            query: None,
+            aux: None,
+        }
+    }
+
     /// Checks shapes and finiteness (one host read per tensor).
     pub fn validate(&self, what: &str) -> Result<()> {
         let (fx, y, pos) = (self.fx.size(), self.y.size(), self.pos.size());
@@ -44,19 +68,55 @@ impl Split {
         if fx.len() != 3 || fx[0] == 0 || fx[1] == 0 {
             return bad(format!("fx must be (S, N, C) with S, N > 0, got {fx:?}"));
         }
-        if !(y.len() == 3 || y.len() == 4) || y[0] != fx[0] || y[1] != fx[1] {
-            return bad(format!(
-                "y must be (S, N, C) or (S, N, C, T) with fx's S = {} and N = {}, got {y:?}",
-                fx[0], fx[1]
-            ));
-        }
         if pos.len() != 3 || !(pos[0] == 1 || pos[0] == fx[0]) || pos[1] != fx[1] {
             return bad(format!(
                 "pos must be (1, N, d) or (S, N, d) with N = {}, got {pos:?}",
                 fx[1]
             ));
         }
-        for (name, t) in [("fx", &self.fx), ("y", &self.y), ("pos", &self.pos)] {
+        let m = match &self.query {
+            None => fx[1],
+            Some(q) => {
+                let q = q.size();
+                if q.len() != 3 || !(q[0] == 1 || q[0] == fx[0]) || q[1] == 0 || q[2] != pos[2] {
+                    return bad(format!(
+                        "query must be (1, M, {d}) or ({s}, M, {d}) with M > 0, got {q:?}",
+                        d = pos[2],
+                        s = fx[0]
+                    ));
+                }
+                q[1]
+            }
+        };
+        let target_points = if self.query.is_some() {
+            "the query's M"
+        } else {
+            "fx's N"
+        };
+        if !(y.len() == 3 || y.len() == 4) || y[0] != fx[0] || y[1] != m {
+            return bad(format!(
+                "y must be (S, M, C) or (S, M, C, T) with fx's S = {} and {target_points} = {m}, got {y:?}",
+                fx[0]
+            ));
+        }
+        if let Some(a) = &self.aux {
+            let a = a.size();
+            if a.len() != 3 || a[0] != fx[0] || a[1] != m || a[2] == 0 {
+                return bad(format!(
+                    "aux must be ({}, {m}, Ca) with Ca > 0 (at the target points), got {a:?}",
+                    fx[0]
+                ));
+            }
+        }
+        let extra = self
+            .query
+            .iter()
+            .map(|q| ("query", q))
+            .chain(self.aux.iter().map(|a| ("aux", a)));
+        for (name, t) in [("fx", &self.fx), ("y", &self.y), ("pos", &self.pos)]
+            .into_iter()
+            .chain(extra)
+        {
             if !matches!(t.kind(), Kind::Float | Kind::Double) {
                 return bad(format!(
                     "{name} must be float32 or float64, got {:?}",
@@ -93,15 +153,19 @@ impl Split {
                 msg: format!("asked for {n} samples, the split has {}", self.len()),
             });
         }
-        let pos = if self.pos.size()[0] == 1 {
-            self.pos.shallow_clone()
-        } else {
-            self.pos.f_narrow(0, 0, n)?
+        let first = |t: &Tensor| -> Result<Tensor> {
+            Ok(if t.size()[0] == 1 {
+                t.shallow_clone()
+            } else {
+                t.f_narrow(0, 0, n)?
+            })
         };
         Ok(Split {
             fx: self.fx.f_narrow(0, 0, n)?,
             y: self.y.f_narrow(0, 0, n)?,
-            pos,
+            pos: first(&self.pos)?,
+            query: self.query.as_ref().map(first).transpose()?,
+            aux: self.aux.as_ref().map(|a| a.f_narrow(0, 0, n)).transpose()?,
         })
     }
 
@@ -115,16 +179,21 @@ impl Split {
                 .f_to_device(device)?
                 .f_to_kind(kind)?)
         };
-        let pos = if self.pos.size()[0] == 1 {
-            let p = self.pos.f_to_device(device)?.f_to_kind(kind)?;
-            p.f_expand([b, -1, -1], false)?
-        } else {
-            pick(&self.pos)?
+        // Positions shared by every sample are expanded, not copied.
+        let points = |t: &Tensor| -> Result<Tensor> {
+            if t.size()[0] == 1 {
+                let p = t.f_to_device(device)?.f_to_kind(kind)?;
+                Ok(p.f_expand([b, -1, -1], false)?)
+            } else {
+                pick(t)
+            }
         };
         Ok(Batch {
-            pos,
+            pos: points(&self.pos)?,
             fx: pick(&self.fx)?,
             y: pick(&self.y)?,
+            query: self.query.as_ref().map(points).transpose()?,
+            aux: self.aux.as_ref().map(pick).transpose()?,
         })
     }
 }
@@ -138,6 +207,8 @@ pub struct TensorDataset {
     pub test: Split,
     /// (H, W) (or any rank) with Π = N when the points are a row-major grid.
     pub grid: Option<Vec<i64>>,
+    /// The same for the query points (Π = M), when the splits have a query.
+    pub query_grid: Option<Vec<i64>>,
 }
 
 impl TensorDataset {
@@ -162,7 +233,43 @@ impl TensorDataset {
                 )));
             }
         }
+        let (qa, qb) = (self.train.query.is_some(), self.test.query.is_some());
+        let (aa, ab) = (
+            self.train.aux.as_ref().map(|a| a.size()[2]),
+            self.test.aux.as_ref().map(|a| a.size()[2]),
+        );
+        if qa != qb || aa != ab {
+            return Err(Error::Invalid(format!(
+                "train and test disagree on query points ({qa} / {qb}) or aux channels ({aa:?} / {ab:?})"
+            )));
+        }
+        match (&self.query_grid, qa) {
+            (Some(g), true) => {
+                let m: i64 = g.iter().product();
+                if m != self.train.y.size()[1] || g.iter().any(|&d| d <= 0) {
+                    return Err(Error::Invalid(format!(
+                        "query_grid {g:?} does not have the {} query points of a sample",
+                        self.train.y.size()[1]
+                    )));
+                }
+            }
+            (Some(g), false) => {
+                return Err(Error::Invalid(format!(
+                    "query_grid {g:?} given without query points"
+                )))
+            }
+            (None, _) => {}
+        }
         Ok(())
+    }
+
+    /// The grid of the targets: the query grid when there is a query, else the points' grid.
+    pub fn target_grid(&self) -> Option<&[i64]> {
+        if self.train.query.is_some() {
+            self.query_grid.as_deref()
+        } else {
+            self.grid.as_deref()
+        }
     }
 
     /// Reads a dataset file written by [`TensorDataset::write`]. A missing file or array is an
@@ -190,17 +297,32 @@ impl TensorDataset {
                 fx: take(&format!("{s}.fx"))?,
                 y: take(&format!("{s}.y"))?,
                 pos: take(&format!("{s}.pos"))?,
+                query: None,
+                aux: None,
             })
         };
-        let train = split(&mut take, "train")?;
-        let test = split(&mut take, "test")?;
-        let grid = match map.remove("grid") {
-            Some(g) => Some(Vec::<i64>::try_from(
-                g.f_to_kind(Kind::Int64)?.f_reshape([-1])?,
-            )?),
-            None => None,
+        let mut train = split(&mut take, "train")?;
+        let mut test = split(&mut take, "test")?;
+        for (s, split) in [("train", &mut train), ("test", &mut test)] {
+            split.query = map.remove(&format!("{s}.query"));
+            split.aux = map.remove(&format!("{s}.aux"));
+        }
+        let mut shape = |k: &str| -> Result<Option<Vec<i64>>> {
+            match map.remove(k) {
+                Some(g) => Ok(Some(Vec::<i64>::try_from(
+                    g.f_to_kind(Kind::Int64)?.f_reshape([-1])?,
+                )?)),
+                None => Ok(None),
+            }
         };
-        let ds = Self { train, test, grid };
+        let grid = shape("grid")?;
+        let query_grid = shape("query_grid")?;
+        let ds = Self {
+            train,
+            test,
+            grid,
+            query_grid,
+        };
         ds.validate().map_err(|e| Error::Format {
             path: path.to_path_buf(),
             msg: e.to_string(),
@@ -216,9 +338,16 @@ impl TensorDataset {
             named.push((format!("{s}.fx"), split.fx.f_contiguous()?));
             named.push((format!("{s}.y"), split.y.f_contiguous()?));
             named.push((format!("{s}.pos"), split.pos.f_contiguous()?));
+            for (k, t) in [("query", &split.query), ("aux", &split.aux)] {
+                if let Some(t) = t {
+                    named.push((format!("{s}.{k}"), t.f_contiguous()?));
+                }
+            }
         }
-        if let Some(g) = &self.grid {
-            named.push(("grid".into(), Tensor::from_slice(g)));
+        for (k, g) in [("grid", &self.grid), ("query_grid", &self.query_grid)] {
+            if let Some(g) = g {
+                named.push((k.into(), Tensor::from_slice(g)));
+            }
         }
         write_tensors_atomic(path, &named)
     }

@@ -1,7 +1,8 @@
 //! Benchmark data: readers (and the MAT v5 writer) of the original dataset files ([`readers`],
 //! [`array`](mod@array)), the benchmark loaders with their miniature copies ([`benchmarks`],
 //! [`gnot`]), data sets, normalizers and batching of grids and point clouds ([`dataset`],
-//! [`normalizer`], [`point_cloud`]). Depends on no model crate; the PDE solvers that generate
+//! [`normalizer`], [`point_cloud`]) and the stencils the reference scripts apply to their data
+//! ([`stencils`]). Depends on no model crate; the PDE solvers that generate
 //! benchmark data live in ono-pde, which builds on this crate.
 
 pub mod array;
@@ -12,6 +13,7 @@ pub mod gnot;
 pub mod normalizer;
 pub mod point_cloud;
 pub mod readers;
+pub mod stencils;
 
 pub use error::{Error, Result};
 

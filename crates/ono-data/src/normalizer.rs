@@ -1,5 +1,6 @@
 //! Normalizers fitted on the training split: ONO's `UnitTransformer` (mean and unbiased std + 1e-8
-//! over samples and points, per channel) and FNO's pointwise `UnitGaussianNormalizer` (eps 1e-5).
+//! over samples and points, per channel), FNO's pointwise `UnitGaussianNormalizer` (eps 1e-5), and
+//! the Galerkin Transformer's copy of it, which is fitted on NumPy arrays (population std).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,19 @@ pub enum NormalizerKind {
     /// FNO's `UnitGaussianNormalizer`: mean and std per point and channel over samples (dim 0),
     /// std unbiased, eps 1e-5 added to the std.
     Gaussian,
+    /// The Galerkin Transformer's `UnitGaussianNormalizer` (`libs/ft.py`): as `Gaussian`, but
+    /// fitted with NumPy's `x.std(0)`, the population std (ddof 0).
+    GaussianPopulation,
+}
+
+impl NormalizerKind {
+    /// Whether the statistics are kept per point (and so follow the data to another grid).
+    pub fn is_pointwise(self) -> bool {
+        matches!(
+            self,
+            NormalizerKind::Gaussian | NormalizerKind::GaussianPopulation
+        )
+    }
 }
 
 /// A fitted normalizer: x ↦ (x − mean) / std and back.
@@ -54,10 +68,10 @@ impl Normalizer {
                     .f_std_dim(&[0i64, 1][..], true, true)?
                     .f_add_scalar(1e-8)?,
             ),
-            NormalizerKind::Gaussian => (
+            NormalizerKind::Gaussian | NormalizerKind::GaussianPopulation => (
                 train.f_mean_dim(&[0i64][..], true, k)?,
                 train
-                    .f_std_dim(&[0i64][..], true, true)?
+                    .f_std_dim(&[0i64][..], kind == NormalizerKind::Gaussian, true)?
                     .f_add_scalar(1e-5)?,
             ),
         };
@@ -88,7 +102,6 @@ impl Normalizer {
         Ok(Self { kind, mean, std })
     }
 
-    /// The kind.
     /// The normalizer for data on the grid `to` when it was fitted on the grid `from`: a
     /// pointwise (`gaussian`) normalizer's mean and std fields are interpolated (linear per axis,
     /// grid nodes at both ends as the data's `linspace(0, 1, n)` grids) so that a model trained
@@ -100,7 +113,7 @@ impl Normalizer {
             mean: self.mean.shallow_clone(),
             std: self.std.shallow_clone(),
         };
-        if self.kind != NormalizerKind::Gaussian || from == to {
+        if !self.kind.is_pointwise() || from == to {
             return Ok(same);
         }
         let n: i64 = from.iter().product();
@@ -272,5 +285,24 @@ mod regrid_tests {
         .unwrap();
         assert!(g.regridded(&[3, 3], &[5]).is_err());
         assert!(g.regridded(&[4, 3], &[5, 5]).is_err());
+    }
+
+    /// The Galerkin Transformer fits its pointwise normalizer on NumPy arrays: population std
+    /// (Σ(x − x̄)²/S)^½ + 1e-5, against FNO's unbiased one; checked on a hand-computed sample.
+    #[test]
+    fn gaussian_population_uses_the_numpy_std() {
+        // Two points, three samples: point 0 takes 1, 2, 6; point 1 takes 0, 0, 3.
+        let x = Tensor::from_slice(&[1.0f64, 0.0, 2.0, 0.0, 6.0, 3.0]).reshape([3, 2, 1]);
+        let pop = Normalizer::fit(NormalizerKind::GaussianPopulation, &x).unwrap();
+        let fno = Normalizer::fit(NormalizerKind::Gaussian, &x).unwrap();
+        let want_pop = [(14.0f64 / 3.0).sqrt() + 1e-5, 2.0f64.sqrt() + 1e-5];
+        let want_fno = [7.0f64.sqrt() + 1e-5, 3.0f64.sqrt() + 1e-5];
+        let got_pop = Vec::<f64>::try_from(pop.std.reshape([-1])).unwrap();
+        let got_fno = Vec::<f64>::try_from(fno.std.reshape([-1])).unwrap();
+        for i in 0..2 {
+            assert!((got_pop[i] - want_pop[i]).abs() < 1e-14, "{got_pop:?}");
+            assert!((got_fno[i] - want_fno[i]).abs() < 1e-14, "{got_fno:?}");
+        }
+        assert!(NormalizerKind::GaussianPopulation.is_pointwise());
     }
 }

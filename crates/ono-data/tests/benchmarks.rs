@@ -15,14 +15,23 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn load(b: Benchmark, layout: Layout) -> (benchmarks::Loaded, miniature::Miniature) {
-    let dir = temp_dir(b.name());
+    load_with(b, layout, |o| o)
+}
+
+fn load_with(
+    b: Benchmark,
+    layout: Layout,
+    edit: impl Fn(LoadOptions) -> LoadOptions,
+) -> (benchmarks::Loaded, miniature::Miniature) {
+    let dir = temp_dir(&format!("{}-{layout:?}", b.name()));
     let m = miniature::write(b, &dir).unwrap();
-    let opts = LoadOptions {
+    let opts = edit(LoadOptions {
         ntrain: Some(m.ntrain),
         ntest: Some(m.ntest),
         r: None,
         layout,
-    };
+        ..Default::default()
+    });
     (benchmarks::load(b, &dir, &opts).unwrap(), m)
 }
 
@@ -87,6 +96,121 @@ fn burgers_subsamples_by_eight() {
         at(&d.test.y, &[0, 2, 0]),
         code(&[m.samples - m.ntest, 16]) + 0.5
     );
+}
+
+/// `ex1_burgers.py`'s data: stride 4, and u′ by periodic central differences on the full grid
+/// (h = 1/64 here), padded with u[n − 2] on the left and u[1] on the right, then subsampled.
+#[test]
+fn burgers_galerkin_layout_carries_the_periodic_derivative() {
+    let (l, m) = load(Benchmark::Burgers, Layout::Galerkin);
+    let d = &l.dataset;
+    assert_eq!(d.grid, Some(vec![16]));
+    let aux = d.train.aux.as_ref().unwrap();
+    assert_eq!(aux.size(), vec![m.ntrain as i64, 16, 1]);
+    // u[s, i] = 32 s + i + 0.5: interior differences are 1 / h = 64; at i = 0 the left
+    // neighbour is u[62].
+    assert_eq!(at(aux, &[1, 1, 0]), 64.0);
+    assert_eq!(at(aux, &[1, 0, 0]), (1.0 - 62.0) / 2.0 * 64.0);
+    assert_eq!(
+        at(&d.test.aux.as_ref().unwrap().shallow_clone(), &[0, 3, 0]),
+        64.0
+    );
+    // Odd strides are refused by the reference, and so here.
+    let dir = temp_dir("burgers-odd");
+    miniature::write(Benchmark::Burgers, &dir).unwrap();
+    let opts = LoadOptions {
+        ntrain: Some(4),
+        ntest: Some(2),
+        r: Some(3),
+        layout: Layout::Galerkin,
+        ..Default::default()
+    };
+    let e = benchmarks::load(Benchmark::Burgers, &dir, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("even"), "{e}");
+}
+
+/// `ex2_darcy.py`'s data: the fine grid [::3, ::3] (21 → 7), the last test samples, and aux =
+/// (∂u/∂row, ∂u/∂column, coefficient), derivatives zero-padded on the full grid, h = 1/21.
+#[test]
+fn darcy_galerkin_layout_carries_the_fine_grid_derivatives() {
+    let (l, m) = load(Benchmark::Darcy, Layout::Galerkin);
+    let d = &l.dataset;
+    assert_eq!(d.grid, Some(vec![7, 7]));
+    let aux = d.train.aux.as_ref().unwrap();
+    assert_eq!(aux.size(), vec![m.ntrain as i64, 49, 3]);
+    // sol[s, i, j] = 1024 s + 32 i + j + 1: interior ∂/∂row = 64 / (2/21), ∂/∂col = 2 / (2/21).
+    let p = 7 + 1; // fine point (1, 1) = full (3, 3)
+    assert_eq!(at(aux, &[1, p, 0]), 32.0 * 21.0);
+    assert_eq!(at(aux, &[1, p, 1]), 21.0);
+    // Top row: the zero padding, (u[1, j] − 0) / 2h at full (0, 3).
+    let u13 = code(&[1, 1, 3]) + 1.0;
+    assert!((at(aux, &[1, 1, 0]) - u13 * 21.0 / 2.0).abs() < 1e-3);
+    // The coefficient channel is the input, raw.
+    assert_eq!(at(aux, &[2, 9, 2]), at(&d.train.fx, &[2, 9, 0]));
+    // The test split is the last samples of the second file.
+    assert_eq!(
+        at(&d.test.y, &[0, 0, 0]),
+        code(&[100 + m.samples - m.ntest, 0, 0]) + 1.0
+    );
+}
+
+/// `ex3_darcy_inv.py`'s data: the solution on the fine grid (21 → 7) in, normalized with the
+/// training statistics, then noisy; the coefficient pooled 3×3 then 4×4 (NaN padding) on the
+/// 2×2 coarse query grid out.
+#[test]
+fn darcy_inverse_pools_the_coefficient_onto_the_query_grid() {
+    let clean = |o| LoadOptions {
+        noise: Some(0.0),
+        ..o
+    };
+    let (l, m) = load_with(Benchmark::DarcyInverse, Layout::Ono, clean);
+    let d = &l.dataset;
+    assert_eq!(
+        (d.grid.clone(), d.query_grid.clone()),
+        (Some(vec![7, 7]), Some(vec![2, 2]))
+    );
+    assert_eq!(d.train.y.size(), vec![m.ntrain as i64, 4, 1]);
+    assert_eq!(d.train.query.as_ref().unwrap().size(), vec![1, 4, 2]);
+    assert_eq!(d.target_grid(), Some(&[2i64, 2][..]));
+    // The miniature's coefficient: 12 where (s + i/3 + j/4) is even, else 3.
+    let coeff = |s: usize, i: usize, j: usize| {
+        if (s + i / 3 + j / 4) % 2 == 0 {
+            12.0
+        } else {
+            3.0
+        }
+    };
+    let block = |s: usize, rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+        let n = (rows.len() * cols.len()) as f64;
+        rows.flat_map(|i| cols.clone().map(move |j| (i, j)))
+            .map(|(i, j)| coeff(s, i, j))
+            .sum::<f64>()
+            / n
+    };
+    // Coarse (0, 0) averages fine cells 0..4 (full 0..12); coarse (1, 1) the fine cells 4..7
+    // (full 12..21) and one padding row and column.
+    for s in 0..m.ntrain {
+        let y = |k| at(&d.train.y, &[s as i64, k, 0]);
+        assert!((y(0) - block(s, 0..12, 0..12)).abs() < 1e-6, "{s}");
+        assert!((y(3) - block(s, 12..21, 12..21)).abs() < 1e-6, "{s}");
+    }
+    // Inputs normalized by the training statistics: zero mean over the training samples.
+    let mean = d.train.fx.mean_dim(0, false, tch::Kind::Double).abs().max();
+    assert!(mean.double_value(&[]) < 1e-5);
+    // Noise 0.1: the difference to the clean inputs has about that spread, the same on a reload.
+    let noisy = |o| LoadOptions {
+        noise: Some(0.1),
+        ..o
+    };
+    let (n1, _) = load_with(Benchmark::DarcyInverse, Layout::Ono, noisy);
+    let (n2, _) = load_with(Benchmark::DarcyInverse, Layout::Ono, noisy);
+    let diff = &n1.dataset.train.fx - &d.train.fx;
+    let sd = diff.std(true).double_value(&[]);
+    assert!((0.06..0.14).contains(&sd), "{sd}");
+    assert!(n1.dataset.test.fx.equal(&n2.dataset.test.fx));
+    assert!(!n1.dataset.test.fx.equal(&d.test.fx));
 }
 
 #[test]

@@ -1136,16 +1136,17 @@ impl DarcyConfig {
         };
         let pos = grid_positions_2d(k, k)?.f_to_kind(tch::Kind::Double)?;
         let split = |from: usize, n: usize| -> Result<Split> {
-            Ok(Split {
-                fx: to_tensor(&coeff, from, n)?,
-                y: to_tensor(&sol, from, n)?,
-                pos: pos.shallow_clone(),
-            })
+            Ok(Split::new(
+                to_tensor(&coeff, from, n)?,
+                to_tensor(&sol, from, n)?,
+                pos.shallow_clone(),
+            ))
         };
         Ok(TensorDataset {
             train: split(0, n_train)?,
             test: split(n_train, n_test)?,
             grid: Some(vec![k, k]),
+            query_grid: None,
         })
     }
 }

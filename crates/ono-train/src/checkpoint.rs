@@ -65,6 +65,9 @@ pub struct TrainState {
     /// The grid shape of the training data, when its points were a grid.
     #[serde(default)]
     pub grid: Option<Vec<i64>>,
+    /// The grid of the targets' query points, when they had their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query_grid: Option<Vec<i64>>,
     /// How samples were fed.
     pub regime: crate::regime::Regime,
     /// Normalizer of the inputs.

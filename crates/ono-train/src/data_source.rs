@@ -5,7 +5,7 @@ use ono_data::benchmarks::{self, Benchmark, LoadOptions};
 use ono_data::dataset::TensorDataset;
 use ono_data::normalizer::NormalizerKind;
 
-use crate::config::{DataSection, LossSection};
+use crate::config::{DataSection, LossKind, LossSection};
 use crate::recipe;
 use crate::regime::Regime;
 use crate::{Error, Result};
@@ -22,6 +22,10 @@ pub struct ResolvedData {
     pub normalize_y: NormalizerKind,
     /// Darcy's derivative-loss weight.
     pub derivative_alpha: f64,
+    /// The training loss.
+    pub loss: LossKind,
+    /// γ of the Galerkin H¹ term.
+    pub h1_gamma: f64,
 }
 
 /// Reads the dataset file or the benchmark of `cfg.data`, applies `ntrain` / `ntest`, and fills
@@ -57,6 +61,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                     train,
                     test,
                     grid: data.grid,
+                    query_grid: data.query_grid,
                 },
                 None,
             )
@@ -70,6 +75,8 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                 ntest: d.ntest.map(|n| n as usize),
                 r: d.r,
                 layout: d.layout,
+                coarse_r: d.coarse_r,
+                noise: d.noise,
             };
             let dir = benchmarks::data_dir(d.data_dir.as_deref());
             let loaded = benchmarks::load(b, &dir, &opts)?;
@@ -94,6 +101,14 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
         derivative_alpha: loss
             .derivative_alpha
             .or(recipe.as_ref().map(|r| r.derivative_alpha))
+            .unwrap_or(0.0),
+        loss: loss
+            .kind
+            .or(recipe.as_ref().map(|r| r.loss))
+            .unwrap_or(LossKind::RelL2),
+        h1_gamma: loss
+            .h1_gamma
+            .or(recipe.as_ref().map(|r| r.h1_gamma))
             .unwrap_or(0.0),
     })
 }

@@ -18,17 +18,19 @@ pub struct Decoder<'a> {
 }
 
 impl Decoder<'_> {
-    /// The decoded output of one forward pass.
+    /// The decoded output of one forward pass, at the `query` points when given.
     pub(crate) fn forward(
         &self,
         pos: &Tensor,
         fx: &Tensor,
+        query: Option<&Tensor>,
         time: Option<&Tensor>,
         train: bool,
     ) -> Result<Tensor> {
         let input = ModelInput::new(pos, fx)
             .with_time(time)
-            .with_grid(self.grid);
+            .with_grid(self.grid)
+            .with_query(query, None);
         Ok(self.y_norm.decode(&self.model.forward(&input, train)?)?)
     }
 }

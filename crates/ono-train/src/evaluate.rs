@@ -33,7 +33,7 @@ pub fn evaluate(
     let idx: Vec<i64> = (0..split.len()).collect();
     for chunk in idx.chunks(batch_size.max(1) as usize) {
         let batch = split.batch(chunk, model.device(), model.kind())?;
-        let pred = ops.predict(d, &batch.pos, &batch.fx, time_steps)?;
+        let pred = ops.predict(d, &batch.pos, &batch.fx, batch.query.as_ref(), time_steps)?;
         ops.score(&mut sum, &pred, &batch.y)?;
     }
     sum.finish()
@@ -41,6 +41,8 @@ pub fn evaluate(
 
 /// A split with its inputs normalized, on `device` in `kind`, ready for [`evaluate`].
 pub fn normalized(split: &Split, x_norm: &Normalizer, device: Device, kind: Kind) -> Result<Split> {
+    let on_device =
+        |t: &tch::Tensor| -> Result<tch::Tensor> { Ok(t.f_to_device(device)?.f_to_kind(kind)?) };
     Ok(Split {
         fx: x_norm
             .encode(&split.fx)?
@@ -48,5 +50,7 @@ pub fn normalized(split: &Split, x_norm: &Normalizer, device: Device, kind: Kind
             .f_to_kind(kind)?,
         y: split.y.f_to_device(device)?.f_to_kind(kind)?,
         pos: split.pos.f_to_device(device)?.f_to_kind(kind)?,
+        query: split.query.as_ref().map(&on_device).transpose()?,
+        aux: split.aux.as_ref().map(&on_device).transpose()?,
     })
 }

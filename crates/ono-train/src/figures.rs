@@ -1,5 +1,5 @@
 //! The figures a run draws after every epoch: training curves, and input / truth / prediction
-//! panels of a few test samples when the points are a 2-D grid.
+//! panels of a few test samples when the points are a 2-D grid (and the targets on them).
 
 use tch::{Device, Kind, Tensor};
 
@@ -30,7 +30,9 @@ impl Trainer {
             });
         }
         plots::training_curves(&self.paths.curves, "training", "epoch", "error", &series)?;
-        if let (Some(g), true) = (&self.grid, self.cfg.log.panels > 0) {
+        // The panels draw input, truth and prediction on one grid: not for query points.
+        let one_grid = self.test.query.is_none();
+        if let (Some(g), true) = (&self.grid, self.cfg.log.panels > 0 && one_grid) {
             if g.len() == 2 {
                 self.write_panels(g[0], g[1])?;
             }
@@ -51,7 +53,7 @@ impl Trainer {
             };
             self.regime
                 .ops()
-                .predict(d, &batch.pos, &batch.fx, self.time_steps)?
+                .predict(d, &batch.pos, &batch.fx, None, self.time_steps)?
         };
         // First channel (and last time step) of each field, raw input values.
         let last = |t: &Tensor| -> Result<Tensor> {

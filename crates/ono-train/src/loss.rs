@@ -59,34 +59,7 @@ pub fn check_targets(target: &Tensor, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Zero-padded central differences of a field on an s×s grid, as the reference `central_diff`:
-/// ∂/∂w (columns) and ∂/∂h (rows) with step `h`.
-///
-/// # Shapes
-/// - `u`: (B, s·s) or (B, s·s, 1), row-major
-/// - returns: two tensors (B, s, s)
-pub fn central_diff_2d(u: &Tensor, s: i64, h: f64) -> Result<(Tensor, Tensor)> {
-    let b = u.size().first().copied().unwrap_or(0);
-    if u.numel() as i64 != b * s * s || b == 0 {
-        return Err(Error::Shape {
-            op: "central_diff_2d",
-            expected: format!("(B, {}) for an {s}×{s} grid", s * s),
-            got: u.size(),
-        });
-    }
-    let g = u.f_reshape([b, s, s])?.f_constant_pad_nd([1, 1, 1, 1])?;
-    let dx = g
-        .f_narrow(1, 1, s)?
-        .f_narrow(2, 2, s)?
-        .f_sub(&g.f_narrow(1, 1, s)?.f_narrow(2, 0, s)?)?
-        .f_div_scalar(2.0 * h)?;
-    let dy = g
-        .f_narrow(1, 2, s)?
-        .f_narrow(2, 1, s)?
-        .f_sub(&g.f_narrow(1, 0, s)?.f_narrow(2, 1, s)?)?
-        .f_div_scalar(2.0 * h)?;
-    Ok((dx, dy))
-}
+pub use ono_data::stencils::central_diff_2d;
 
 /// ONO Darcy's derivative loss: the prediction's boundary ring is set to zero, then
 /// Σ_b relL2(∂x pred, ∂x truth) + Σ_b relL2(∂y pred, ∂y truth), differences with step 1/s.
@@ -138,118 +111,128 @@ pub fn darcy_loss(pred: &Tensor, truth: &Tensor, s: i64, alpha: f64) -> Result<T
     Ok(l2.f_add(&darcy_derivative_loss(pred, truth, s)?.f_mul_scalar(alpha)?)?)
 }
 
-/// The Galerkin Transformer's 1-D loss (`WeightedL2Loss`): mean_b √(Σ(û−u)²/Σu²) +
-/// mean_b √(γh Σ_interior(u′ − D̂û)² / Σ_interior u′²), D̂û_i = (û_{i+1} − û_{i−1})/(2h),
-/// with u′ the precomputed target derivative.
+/// The Galerkin Transformer's 1-D loss (`WeightedL2Loss(regularizer=True)`, `libs/ft.py`):
+///
+/// mean_b √(Σ(û−u)² / Σu²) + mean_b √(γh · Σ_interior(u′ − D̂û)² / Σu′²),
+///
+/// with D̂û_i = (û_{i+1} − û_{i−1})/(2h) on the interior points and u′ the target derivative
+/// precomputed on the finest grid (the denominator sums u′ over every point). Without `du` (or
+/// with γ = 0) only the first term (the reference's metric).
 ///
 /// # Shapes
-/// - `pred`, `u`, `du`: (B, n); `h` = 1/n-grid step of the subsampled grid
+/// - `pred`, `u`, `du`: (B, n); `h` = 1/n, the step of the subsampled grid
 pub fn galerkin_h1_loss_1d(
     pred: &Tensor,
     u: &Tensor,
-    du: &Tensor,
+    du: Option<&Tensor>,
     h: f64,
     gamma: f64,
 ) -> Result<Tensor> {
     let sz = pred.size();
-    if sz.len() != 2 || u.size() != sz || du.size() != sz || sz[1] < 3 {
+    let du_ok = du.is_none_or(|d| d.size() == sz);
+    if sz.len() != 2 || u.size() != sz || !du_ok || sz[1] < 3 {
         return Err(Error::Shape {
             op: "galerkin_h1_loss_1d",
             expected: "pred, u, du all (B, n) with n ≥ 3".into(),
             got: u.size(),
         });
     }
-    let n = sz[1];
-    let l2 = pred
-        .f_sub(u)?
-        .f_square()?
-        .f_sum_dim_intlist(1, false, pred.kind())?
-        .f_div(&u.f_square()?.f_sum_dim_intlist(1, false, pred.kind())?)?
+    let (n, k) = (sz[1], pred.kind());
+    let sum_b = |t: &Tensor| t.f_sum_dim_intlist(1, false, k);
+    let l2 = sum_b(&pred.f_sub(u)?.f_square()?)?
+        .f_div(&sum_b(&u.f_square()?)?)?
         .f_sqrt()?
-        .f_mean(pred.kind())?;
-    if gamma == 0.0 {
-        return Ok(l2);
-    }
+        .f_mean(k)?;
+    let du = match du {
+        Some(du) if gamma > 0.0 => du,
+        _ => return Ok(l2),
+    };
     let dpred = pred
         .f_narrow(1, 2, n - 2)?
         .f_sub(&pred.f_narrow(1, 0, n - 2)?)?
         .f_div_scalar(2.0 * h)?;
-    let dt = du.f_narrow(1, 1, n - 2)?;
-    let h1 = dt
-        .f_sub(&dpred)?
-        .f_square()?
-        .f_sum_dim_intlist(1, false, pred.kind())?
+    let h1 = sum_b(&du.f_narrow(1, 1, n - 2)?.f_sub(&dpred)?.f_square()?)?
         .f_mul_scalar(gamma * h)?
-        .f_div(&dt.f_square()?.f_sum_dim_intlist(1, false, pred.kind())?)?
+        .f_div(&sum_b(&du.f_square()?)?)?
         .f_sqrt()?
-        .f_mean(pred.kind())?;
+        .f_mean(k)?;
     Ok(l2.f_add(&h1)?)
 }
 
-/// The Galerkin Transformer's 2-D loss (`WeightedL2Loss2d`) on an n×n grid:
-/// mean_b √(mean(û−u)² / (mean u² + 1e-10)) +
-/// mean_b √(γh · mean_interior[(a·(∇u − ∇ₕû))²] / (2·mean_interior(a·|∇u|²) + 1e-10)),
-/// with `a` the raw coefficient (squared in the numerator, linear in the normaliser, as coded).
+/// The target derivatives and the coefficient of the 2-D H¹ term.
+pub struct DarcyH1Target<'a> {
+    /// (B, n, n, 2): ∂u along the rows (axis 1) then along the columns (axis 2), precomputed on
+    /// the finest grid.
+    pub grad_u: &'a Tensor,
+    /// (B, n, n): the raw (un-normalized) coefficient K.
+    pub coeff: &'a Tensor,
+}
+
+/// The Galerkin Transformer's 2-D loss (`WeightedL2Loss2d(regularizer=True)`, `libs/ft.py`) on
+/// an n×n grid, every mean as coded:
+///
+/// mean_b √(mean(û−u)² / (mean u² + ε)) +
+/// mean_b √(γh · mean_{interior, 2 channels}[(K(∇u − ∇ₕû))²] / (2·mean_{n×n, 2 channels}(K·(∇u)²) + ε)),
+///
+/// ε = 1e-10, ∇ₕû the central differences on the interior (channel 0 along the rows). K appears
+/// squared in the numerator and linearly in the normaliser, as coded. Without `h1` (or γ = 0)
+/// only the first term (the reference's metric).
 ///
 /// # Shapes
-/// - `pred`, `u`, `a`: (B, n, n); `grad_u`: (B, n, n, 2) precomputed (∂x, ∂y) of the truth
+/// - `pred`, `u`: (B, n, n)
 pub fn galerkin_h1_loss_2d(
     pred: &Tensor,
     u: &Tensor,
-    grad_u: &Tensor,
-    a: &Tensor,
+    h1: Option<DarcyH1Target<'_>>,
     h: f64,
     gamma: f64,
 ) -> Result<Tensor> {
+    const EPS: f64 = 1e-10;
     let sz = pred.size();
-    let ok = sz.len() == 3
-        && sz[1] == sz[2]
-        && sz[1] >= 3
-        && u.size() == sz
-        && a.size() == sz
-        && grad_u.size() == [sz[0], sz[1], sz[2], 2];
-    if !ok {
+    let h1_ok = h1
+        .as_ref()
+        .is_none_or(|t| t.coeff.size() == sz && t.grad_u.size() == [sz[0], sz[1], sz[2], 2]);
+    if sz.len() != 3 || sz[1] < 3 || sz[2] < 3 || u.size() != sz || !h1_ok {
         return Err(Error::Shape {
             op: "galerkin_h1_loss_2d",
-            expected: "pred, u, a (B, n, n) and grad_u (B, n, n, 2), n ≥ 3".into(),
-            got: grad_u.size(),
+            expected: "pred, u, coeff (B, n1, n2) and grad_u (B, n1, n2, 2), n1, n2 ≥ 3".into(),
+            got: pred.size(),
         });
     }
-    let n = sz[1];
-    let k = pred.kind();
+    let (n1, n2, k) = (sz[1], sz[2], pred.kind());
     let mean_b = |t: &Tensor| t.f_mean_dim(&[1i64, 2][..], false, k);
     let l2 = mean_b(&pred.f_sub(u)?.f_square()?)?
-        .f_div(&mean_b(&u.f_square()?)?.f_add_scalar(1e-10)?)?
+        .f_div(&mean_b(&u.f_square()?)?.f_add_scalar(EPS)?)?
         .f_sqrt()?
         .f_mean(k)?;
-    if gamma == 0.0 {
-        return Ok(l2);
-    }
-    let interior =
-        |t: &Tensor| -> Result<Tensor> { Ok(t.f_narrow(1, 1, n - 2)?.f_narrow(2, 1, n - 2)?) };
-    // ∇ₕû on the interior: x along columns (dim 2), y along rows (dim 1), as the reference's
-    // central differences on the meshgrid layout.
-    let dx = pred
-        .f_narrow(1, 1, n - 2)?
-        .f_narrow(2, 2, n - 2)?
-        .f_sub(&pred.f_narrow(1, 1, n - 2)?.f_narrow(2, 0, n - 2)?)?
-        .f_div_scalar(2.0 * h)?;
-    let dy = pred
-        .f_narrow(1, 2, n - 2)?
-        .f_narrow(2, 1, n - 2)?
-        .f_sub(&pred.f_narrow(1, 0, n - 2)?.f_narrow(2, 1, n - 2)?)?
-        .f_div_scalar(2.0 * h)?;
-    let ai = interior(a)?;
-    let gx = interior(&grad_u.f_select(3, 0)?)?;
-    let gy = interior(&grad_u.f_select(3, 1)?)?;
-    let num = ai
-        .f_mul(&gx.f_sub(&dx)?)?
-        .f_square()?
-        .f_add(&ai.f_mul(&gy.f_sub(&dy)?)?.f_square()?)?;
-    let den = ai.f_mul(&gx.f_square()?.f_add(&gy.f_square()?)?)?;
-    let h1 = mean_b(&num)?
+    let t = match h1 {
+        Some(t) if gamma > 0.0 => t,
+        _ => return Ok(l2),
+    };
+    let inner =
+        |t: &Tensor| -> Result<Tensor> { Ok(t.f_narrow(1, 1, n1 - 2)?.f_narrow(2, 1, n2 - 2)?) };
+    let d_rows = pred
+        .f_narrow(1, 2, n1 - 2)?
+        .f_narrow(2, 1, n2 - 2)?
+        .f_sub(&pred.f_narrow(1, 0, n1 - 2)?.f_narrow(2, 1, n2 - 2)?)?;
+    let d_cols = pred
+        .f_narrow(1, 1, n1 - 2)?
+        .f_narrow(2, 2, n2 - 2)?
+        .f_sub(&pred.f_narrow(1, 1, n1 - 2)?.f_narrow(2, 0, n2 - 2)?)?;
+    let grad_pred = Tensor::f_stack(&[d_rows, d_cols], 3)?.f_div_scalar(2.0 * h)?;
+    let coeff = t.coeff.f_unsqueeze(3)?;
+    let mean_all = |t: &Tensor| t.f_mean_dim(&[1i64, 2, 3][..], false, k);
+    let norm = mean_all(&coeff.f_mul(&t.grad_u.f_square()?)?)?
+        .f_mul_scalar(2.0)?
+        .f_add_scalar(EPS)?;
+    let num = mean_all(
+        &inner(&coeff)?
+            .f_mul(&inner(t.grad_u)?.f_sub(&grad_pred)?)?
+            .f_square()?,
+    )?;
+    let h1 = num
         .f_mul_scalar(gamma * h)?
-        .f_div(&mean_b(&den)?.f_mul_scalar(2.0)?.f_add_scalar(1e-10)?)?
+        .f_div(&norm)?
         .f_sqrt()?
         .f_mean(k)?;
     Ok(l2.f_add(&h1)?)

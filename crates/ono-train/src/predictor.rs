@@ -24,6 +24,8 @@ pub struct Predictor {
     pub regime: Regime,
     /// The training data's grid shape, when its points were a grid.
     pub grid: Option<Vec<i64>>,
+    /// The grid of the training targets' query points, when they had their own.
+    pub query_grid: Option<Vec<i64>>,
 }
 
 impl Predictor {
@@ -42,21 +44,32 @@ impl Predictor {
                 // The resolved regime (the configuration may leave it to the benchmark recipe).
                 regime: st.regime,
                 grid: st.grid.clone(),
+                query_grid: st.query_grid.clone(),
             },
             ckpt.state,
         ))
     }
 
-    /// The input and target normalizers for data on `grid` (see
-    /// [`Normalizer::regridded`]): unchanged when the training data had no grid or the same one.
-    pub fn normalizers_for(&self, grid: Option<&[i64]>) -> Result<(Normalizer, Normalizer)> {
-        let (from, to) = match (self.grid.as_deref(), grid) {
-            (Some(from), Some(to)) => (from, to),
-            _ => (&[][..], &[][..]),
+    /// The input and target normalizers for inputs on `grid` and targets on `query_grid` (or
+    /// `grid` without a query; see [`Normalizer::regridded`]): unchanged when the training data
+    /// had no grid or the same one.
+    pub fn normalizers_for(
+        &self,
+        grid: Option<&[i64]>,
+        query_grid: Option<&[i64]>,
+    ) -> Result<(Normalizer, Normalizer)> {
+        let pair = |from: Option<&[i64]>, to: Option<&[i64]>| match (from, to) {
+            (Some(from), Some(to)) => (from.to_vec(), to.to_vec()),
+            _ => (Vec::new(), Vec::new()),
         };
+        let (xf, xt) = pair(self.grid.as_deref(), grid);
+        let (yf, yt) = pair(
+            self.query_grid.as_deref().or(self.grid.as_deref()),
+            query_grid.or(grid),
+        );
         Ok((
-            self.x_norm.regridded(from, to)?,
-            self.y_norm.regridded(from, to)?,
+            self.x_norm.regridded(&xf, &xt)?,
+            self.y_norm.regridded(&yf, &yt)?,
         ))
     }
 
@@ -66,26 +79,30 @@ impl Predictor {
     }
 
     /// Predictions for raw (un-normalized) inputs, in evaluation mode and without gradients.
-    /// `grid` is the inputs' grid shape (e.g. another resolution than the training data's).
+    /// `grid` is the inputs' grid shape (e.g. another resolution than the training data's);
+    /// `query` the output points of a model trained with query points, on `query_grid`.
     ///
     /// # Shapes
-    /// - `pos`: (B, N, d), `fx`: (B, N, Cf)
-    /// - returns: steady (B, N, C); time series (B, N, C, T) for `t_out` steps
+    /// - `pos`: (B, N, d), `fx`: (B, N, Cf), `query`: (B, M, d)
+    /// - returns: steady (B, N, C) or (B, M, C); time series (B, N, C, T) for `t_out` steps
     pub fn predict(
         &self,
         pos: &Tensor,
         fx: &Tensor,
         t_out: i64,
         grid: Option<&[i64]>,
+        query: Option<(&Tensor, Option<&[i64]>)>,
     ) -> Result<Tensor> {
         let _g = tch::no_grad_guard();
-        let (x_norm, y_norm) = self.normalizers_for(grid)?;
+        let (x_norm, y_norm) = self.normalizers_for(grid, query.and_then(|q| q.1))?;
         let fx = x_norm.encode(fx)?;
         let d = Decoder {
             model: &self.model,
             y_norm: &y_norm,
             grid,
         };
-        self.regime.ops().predict(d, pos, &fx, t_out)
+        self.regime
+            .ops()
+            .predict(d, pos, &fx, query.map(|q| q.0), t_out)
     }
 }

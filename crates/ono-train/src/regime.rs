@@ -59,9 +59,16 @@ pub(crate) trait RegimeOps: Sync {
     /// Trains on one batch: one optimizer step (or, per time step, T of them) through `runner`.
     fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()>;
 
-    /// Predictions in evaluation mode for normalized inputs, decoded. Steady: (B, N, C); time
-    /// series: (B, N, C, T) for `steps` steps.
-    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor>;
+    /// Predictions in evaluation mode for normalized inputs, decoded. Steady: (B, N, C), or
+    /// (B, M, C) at the `query` points; time series: (B, N, C, T) for `steps` steps.
+    fn predict(
+        &self,
+        d: Decoder<'_>,
+        pos: &Tensor,
+        fx: &Tensor,
+        query: Option<&Tensor>,
+        steps: i64,
+    ) -> Result<Tensor>;
 
     /// Adds a batch's errors to `sum`.
     fn score(&self, sum: &mut MetricSum, pred: &Tensor, truth: &Tensor) -> Result<()> {
@@ -69,17 +76,36 @@ pub(crate) trait RegimeOps: Sync {
     }
 }
 
+/// Time series are predicted at their input points only.
+fn no_query(query: Option<&Tensor>) -> Result<()> {
+    match query {
+        Some(_) => Err(Error::Data(
+            "query points (targets on other points than the inputs) need the steady regime".into(),
+        )),
+        None => Ok(()),
+    }
+}
+
 struct Steady;
 
 impl RegimeOps for Steady {
     fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
-        let input = ModelInput::new(&batch.pos, &batch.fx).with_grid(runner.grid);
+        let input = ModelInput::new(&batch.pos, &batch.fx)
+            .with_grid(runner.grid)
+            .with_query(batch.query.as_ref(), None);
         let b = batch.fx.size()[0];
-        runner.forward_backward_step(&input, &batch.y, b, 1)
+        runner.forward_backward_step(&input, &batch.y, batch.aux.as_ref(), b, 1)
     }
 
-    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, _steps: i64) -> Result<Tensor> {
-        d.forward(pos, fx, None, false)
+    fn predict(
+        &self,
+        d: Decoder<'_>,
+        pos: &Tensor,
+        fx: &Tensor,
+        query: Option<&Tensor>,
+        _steps: i64,
+    ) -> Result<Tensor> {
+        d.forward(pos, fx, query, None, false)
     }
 
     fn score(&self, sum: &mut MetricSum, pred: &Tensor, truth: &Tensor) -> Result<()> {
@@ -106,7 +132,15 @@ impl RegimeOps for Autoregressive {
         runner.backward_step(loss, b)
     }
 
-    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor> {
+    fn predict(
+        &self,
+        d: Decoder<'_>,
+        pos: &Tensor,
+        fx: &Tensor,
+        query: Option<&Tensor>,
+        steps: i64,
+    ) -> Result<Tensor> {
+        no_query(query)?;
         rollout(d, pos, fx, steps, None, false).map(|(p, _)| p)
     }
 }
@@ -143,12 +177,20 @@ impl RegimeOps for PerTimeStep {
                 .with_time(Some(&t_in))
                 .with_grid(runner.grid);
             // Reported per sample and time step; the first step of a batch counts its samples.
-            runner.forward_backward_step(&input, &target, if k == 0 { b } else { 0 }, t)?;
+            runner.forward_backward_step(&input, &target, None, if k == 0 { b } else { 0 }, t)?;
         }
         Ok(())
     }
 
-    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor> {
+    fn predict(
+        &self,
+        d: Decoder<'_>,
+        pos: &Tensor,
+        fx: &Tensor,
+        query: Option<&Tensor>,
+        steps: i64,
+    ) -> Result<Tensor> {
+        no_query(query)?;
         let b = fx.size()[0];
         let times = time_grid(steps, fx.kind(), fx.device())?;
         let preds = (0..steps)
@@ -157,7 +199,7 @@ impl RegimeOps for PerTimeStep {
                     .f_narrow(0, k, 1)?
                     .f_expand([b], false)?
                     .f_reshape([b, 1])?;
-                d.forward(pos, fx, Some(&t), false)
+                d.forward(pos, fx, None, Some(&t), false)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Tensor::f_stack(&preds, -1)?)
@@ -217,10 +259,18 @@ impl RegimeOps for SpaceTime {
         let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
         let b = batch.fx.size()[0];
         let layout = move |out: &Tensor| from_space_time(out, steps);
-        runner.forward_backward_step_as(&input, &batch.y, b, 1, &layout)
+        runner.forward_backward_step_as(&input, &batch.y, None, b, 1, &layout)
     }
 
-    fn predict(&self, d: Decoder<'_>, pos: &Tensor, fx: &Tensor, steps: i64) -> Result<Tensor> {
+    fn predict(
+        &self,
+        d: Decoder<'_>,
+        pos: &Tensor,
+        fx: &Tensor,
+        query: Option<&Tensor>,
+        steps: i64,
+    ) -> Result<Tensor> {
+        no_query(query)?;
         let (pos, fx, grid) = space_time(pos, fx, steps, d.grid)?;
         let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
         let out = from_space_time(&d.model.forward(&input, false)?, steps)?;

@@ -7,10 +7,10 @@ use ono_models::{LossError, Model, ModelInput};
 use tch::Tensor;
 
 use crate::adamw::AdamW;
-use crate::config::ReductionName;
+use crate::config::{LossKind, ReductionName};
 use crate::decoder::Decoder;
-use crate::loss::{self, Reduction};
-use crate::Result;
+use crate::loss::{self, DarcyH1Target, Reduction};
+use crate::{Error, Result};
 
 /// A loss not yet read back to the host.
 pub(crate) struct PendingLoss {
@@ -25,9 +25,13 @@ pub(crate) struct PendingLoss {
 /// How the training loss is formed from the model's output.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LossSpec {
+    /// The batch reduction (a mean for the Galerkin losses, whatever was configured).
     pub reduction: ReductionName,
     /// Darcy's derivative weight (needs a square grid).
     pub alpha: f64,
+    pub kind: LossKind,
+    /// γ of the Galerkin H¹ term.
+    pub h1_gamma: f64,
 }
 
 impl LossSpec {
@@ -39,14 +43,77 @@ impl LossSpec {
         })
     }
 
-    /// The loss of decoded predictions: relative L2 (+ α · Darcy's derivative term), reduced.
-    pub fn of(&self, pred: &Tensor, y: &Tensor, grid: Option<&[i64]>) -> Result<Tensor> {
+    /// The loss of decoded predictions on the targets' grid `grid`: relative L2 (+ α · Darcy's
+    /// derivative term), reduced; or the Galerkin Transformer's loss with the targets'
+    /// derivatives (and coefficient) from `aux`.
+    ///
+    /// # Shapes
+    /// - `pred`, `y`: (B, M, C); `aux`: (B, M, Ca)
+    pub fn of(
+        &self,
+        pred: &Tensor,
+        y: &Tensor,
+        grid: Option<&[i64]>,
+        aux: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let b = pred.size()[0];
+        if self.kind == LossKind::GalerkinH1 {
+            return self.galerkin(pred, y, grid, aux);
+        }
         let sum = match (grid, self.alpha > 0.0) {
             (Some(g), true) => loss::darcy_loss(pred, y, g[0], self.alpha)?,
             _ => loss::relative_l2(pred, y, Reduction::Sum, None)?,
         };
         self.reduce(sum, b)
+    }
+
+    /// `WeightedL2Loss` on a 1-D grid, `WeightedL2Loss2d` on a 2-D one; h = 1/n (the first
+    /// axis in 2-D, as the reference's square grids). The trainer has checked the shapes.
+    fn galerkin(
+        &self,
+        pred: &Tensor,
+        y: &Tensor,
+        grid: Option<&[i64]>,
+        aux: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let b = pred.size()[0];
+        let with_h1 = self.h1_gamma > 0.0;
+        let missing = || {
+            Error::Data("the galerkin_h1 loss with h1_gamma > 0 needs the targets' derivatives as aux (the Galerkin layout of the data)".into())
+        };
+        match grid {
+            Some(&[n]) => {
+                let du = match (with_h1, aux) {
+                    (true, Some(a)) => Some(a.f_reshape([b, n])?),
+                    (true, None) => return Err(missing()),
+                    (false, _) => None,
+                };
+                let (p, u) = (pred.f_reshape([b, n])?, y.f_reshape([b, n])?);
+                loss::galerkin_h1_loss_1d(&p, &u, du.as_ref(), 1.0 / n as f64, self.h1_gamma)
+            }
+            Some(&[n1, n2]) => {
+                let (grad, coeff) = match (with_h1, aux) {
+                    (true, Some(a)) => (
+                        Some(a.f_narrow(2, 0, 2)?.f_reshape([b, n1, n2, 2])?),
+                        Some(a.f_select(2, 2)?.f_reshape([b, n1, n2])?),
+                    ),
+                    (true, None) => return Err(missing()),
+                    (false, _) => (None, None),
+                };
+                let target = match (&grad, &coeff) {
+                    (Some(g), Some(c)) => Some(DarcyH1Target {
+                        grad_u: g,
+                        coeff: c,
+                    }),
+                    _ => None,
+                };
+                let (p, u) = (pred.f_reshape([b, n1, n2])?, y.f_reshape([b, n1, n2])?);
+                loss::galerkin_h1_loss_2d(&p, &u, target, 1.0 / n1 as f64, self.h1_gamma)
+            }
+            _ => Err(Error::Data(
+                "the galerkin_h1 loss needs targets on a 1-D or 2-D grid".into(),
+            )),
+        }
     }
 }
 
@@ -56,6 +123,8 @@ pub(crate) struct StepRunner<'a> {
     pub opt: &'a mut AdamW,
     pub y_norm: &'a Normalizer,
     pub grid: Option<&'a [i64]>,
+    /// The targets' grid (the query's when there is one).
+    pub target_grid: Option<&'a [i64]>,
     pub clip: Option<f64>,
     pub loss: LossSpec,
     pub recompute: bool,
@@ -83,10 +152,11 @@ impl StepRunner<'_> {
         &mut self,
         input: &ModelInput<'_>,
         target: &Tensor,
+        aux: Option<&Tensor>,
         new_samples: i64,
         report_div: i64,
     ) -> Result<()> {
-        self.forward_backward_step_as(input, target, new_samples, report_div, &|o| {
+        self.forward_backward_step_as(input, target, aux, new_samples, report_div, &|o| {
             Ok(o.shallow_clone())
         })
     }
@@ -97,14 +167,15 @@ impl StepRunner<'_> {
         &mut self,
         input: &ModelInput<'_>,
         target: &Tensor,
+        aux: Option<&Tensor>,
         new_samples: i64,
         report_div: i64,
         layout: &dyn Fn(&Tensor) -> Result<Tensor>,
     ) -> Result<()> {
-        let (y_norm, grid, spec) = (self.y_norm, self.grid, self.loss);
+        let (y_norm, grid, spec) = (self.y_norm, self.target_grid, self.loss);
         let mut loss_of = |out: &Tensor| -> std::result::Result<Tensor, LossError> {
             let pred = y_norm.decode(&layout(out)?).map_err(crate::Error::from)?;
-            Ok(spec.of(&pred, target, grid)?)
+            Ok(spec.of(&pred, target, grid, aux)?)
         };
         self.opt.zero_grad();
         let loss = self

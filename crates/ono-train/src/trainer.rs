@@ -14,14 +14,14 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ono_data::dataset::{epoch_order, mix, Split};
+use ono_data::dataset::{epoch_order, mix, Split, TensorDataset};
 use ono_data::normalizer::{Normalizer, NormalizerKind};
 use ono_models::{DataDims, Model};
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
-use crate::config::{ReductionName, ScheduleKind, TrainConfig};
+use crate::config::{LossKind, ReductionName, ScheduleKind, TrainConfig};
 use crate::data_source::resolve_data;
 use crate::evaluate::{evaluate, normalized};
 use crate::loss::{self, RolloutErrors};
@@ -43,6 +43,9 @@ pub struct Summary {
     pub best: Option<(u64, f64)>,
     /// Where the last checkpoint is.
     pub last_checkpoint: PathBuf,
+    /// The checkpoint that is the run's result: the last, or with `checkpoint.select_best` the
+    /// best epoch's (whose test error `final_test` then reports).
+    pub result_checkpoint: PathBuf,
     /// The step the run resumed at (0 for a fresh run).
     pub resumed_at: u64,
 }
@@ -55,6 +58,8 @@ pub struct Trainer {
     pub(crate) train: Split,
     pub(crate) test: Split,
     pub(crate) grid: Option<Vec<i64>>,
+    /// The targets' grid: the query grid when the targets live on query points, else `grid`.
+    pub(crate) target_grid: Option<Vec<i64>>,
     pub(crate) x_norm: Normalizer,
     pub(crate) y_norm: Normalizer,
     pub(crate) model: Model,
@@ -65,7 +70,7 @@ pub struct Trainer {
     steps_per_epoch: u64,
     pub(crate) time_steps: i64,
     pub(crate) regime: Regime,
-    alpha: f64,
+    loss: LossSpec,
     resumed_at: u64,
     /// Detached losses not yet read back.
     pending: Vec<PendingLoss>,
@@ -107,7 +112,19 @@ impl Trainer {
             resolved.normalize_y,
             resolved.derivative_alpha,
         );
+        let loss_spec = LossSpec {
+            // The Galerkin losses are batch means by definition.
+            reduction: match resolved.loss {
+                LossKind::GalerkinH1 => ReductionName::Mean,
+                LossKind::RelL2 => cfg.loss.reduction,
+            },
+            alpha,
+            kind: resolved.loss,
+            h1_gamma: resolved.h1_gamma,
+        };
         let data = resolved.dataset;
+        let target_grid = data.target_grid().map(<[i64]>::to_vec);
+        check_loss(&loss_spec, &data, regime)?;
         let (train, test) = (data.train, data.test);
         let ysz = train.y.size();
         let time_steps = if ysz.len() == 4 { ysz[3] } else { 0 };
@@ -119,6 +136,12 @@ impl Trainer {
                     format!("{regime:?} does not fit targets of shape {ysz:?} ((S, N, C) for steady, (S, N, C, T) for time series)"),
                 ))
             }
+        }
+        if regime != Regime::Steady && (train.query.is_some() || train.aux.is_some()) {
+            return Err(Error::config(
+                "data.regime",
+                format!("{regime:?} feeds time series at their input points; query points and aux channels need the steady regime"),
+            ));
         }
         if regime == Regime::Autoregressive
             && (nx_kind != NormalizerKind::None || ny_kind != NormalizerKind::None)
@@ -153,7 +176,7 @@ impl Trainer {
         loss::check_targets(&train.y, "training targets")?;
         loss::check_targets(&test.y, "test targets")?;
         if alpha > 0.0 {
-            match &data.grid {
+            match &target_grid {
                 Some(g)
                     if g.len() == 2 && g[0] == g[1] && ysz[2] == 1 && regime == Regime::Steady => {}
                 _ => {
@@ -239,6 +262,7 @@ impl Trainer {
                 config: fingerprint,
                 model: model_cfg,
                 grid: data.grid.clone(),
+                query_grid: data.query_grid.clone(),
                 normalize_x: nx_kind,
                 normalize_y: ny_kind,
                 regime,
@@ -252,6 +276,7 @@ impl Trainer {
             train,
             test,
             grid: data.grid,
+            target_grid,
             x_norm,
             y_norm,
             model,
@@ -262,7 +287,7 @@ impl Trainer {
             steps_per_epoch,
             time_steps,
             regime,
-            alpha,
+            loss: loss_spec,
             resumed_at,
             pending: Vec::new(),
         })
@@ -395,11 +420,23 @@ impl Trainer {
             self.write_figures()?;
         }
         progress.finish();
+        let last_checkpoint = self.paths.last_checkpoint();
+        let (final_test, result_checkpoint) = match self.state.best {
+            Some((_, err)) if self.cfg.checkpoint.select_best => (
+                Some(err),
+                last_checkpoint.with_file_name("best.safetensors"),
+            ),
+            _ => (
+                self.state.history.last().and_then(|r| r.test_rel_l2),
+                last_checkpoint.clone(),
+            ),
+        };
         Ok(Summary {
             steps: self.state.global_step,
-            final_test: self.state.history.last().and_then(|r| r.test_rel_l2),
+            final_test,
             best: self.state.best,
-            last_checkpoint: self.paths.last_checkpoint(),
+            last_checkpoint,
+            result_checkpoint,
             resumed_at: self.resumed_at,
         })
     }
@@ -433,11 +470,9 @@ impl Trainer {
             opt: &mut self.opt,
             y_norm: &self.y_norm,
             grid: self.grid.as_deref(),
+            target_grid: self.target_grid.as_deref(),
             clip: self.cfg.optimizer.max_grad_norm.filter(|&m| m > 0.0),
-            loss: LossSpec {
-                reduction: self.cfg.loss.reduction,
-                alpha: self.alpha,
-            },
+            loss: self.loss,
             recompute: self.cfg.recompute,
             teacher_forcing: self.cfg.data.teacher_forcing,
             time_steps: self.time_steps,
@@ -472,7 +507,7 @@ impl Trainer {
                     value: v,
                 });
             }
-            self.state.epoch_loss_sum += match self.cfg.loss.reduction {
+            self.state.epoch_loss_sum += match self.loss.reduction {
                 ReductionName::Sum => v,
                 ReductionName::Mean => v * p.batch as f64,
             };
@@ -516,6 +551,40 @@ impl Trainer {
         }
         .save(&self.paths.checkpoints, name)
     }
+}
+
+/// Refuses a loss the data cannot feed: the Galerkin losses need steady scalar targets on a 1-D
+/// or 2-D grid (every side ≥ 3), and with γ > 0 the targets' derivatives as `aux` (1 channel in
+/// 1-D; ∂_row u, ∂_column u and the coefficient in 2-D).
+fn check_loss(spec: &LossSpec, data: &TensorDataset, regime: Regime) -> Result<()> {
+    if spec.kind != LossKind::GalerkinH1 {
+        return Ok(());
+    }
+    let bad = |msg: String| Err(Error::config("loss.kind", msg));
+    let ysz = data.train.y.size();
+    let grid = data.target_grid().unwrap_or(&[]);
+    if regime != Regime::Steady || ysz.len() != 3 || ysz[2] != 1 {
+        return bad(format!(
+            "galerkin_h1 needs steady scalar targets (S, M, 1), got {ysz:?} in the {regime:?} regime"
+        ));
+    }
+    if !(grid.len() == 1 || grid.len() == 2) || grid.iter().any(|&n| n < 3) {
+        return bad(format!(
+            "galerkin_h1 differentiates on the targets' grid: it needs a 1-D or 2-D grid with at least 3 points a side, got {grid:?}"
+        ));
+    }
+    if spec.h1_gamma > 0.0 {
+        let want = if grid.len() == 1 { 1 } else { 3 };
+        let got = data.train.aux.as_ref().map(|a| a.size()[2]);
+        if got != Some(want) {
+            return bad(format!(
+                "galerkin_h1 with h1_gamma {} needs the targets' derivatives as {want} aux channel(s) (data.layout = \"galerkin\" provides them), the data have {}",
+                spec.h1_gamma,
+                got.map_or("none".into(), |c| c.to_string())
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Top-level keys whose values differ.

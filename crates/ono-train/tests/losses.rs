@@ -2,7 +2,7 @@
 
 use ono_train::loss::{
     central_diff_2d, check_targets, darcy_derivative_loss, darcy_loss, galerkin_h1_loss_1d,
-    relative_l2, LossReduction, MetricSum,
+    galerkin_h1_loss_2d, relative_l2, DarcyH1Target, LossReduction, MetricSum,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -145,31 +145,88 @@ fn zero_or_non_finite_targets_are_refused_by_name() {
     assert!(e.contains("NaN"), "{e}");
 }
 
+/// The Galerkin Transformer's losses against the reference classes themselves
+/// (`fixtures/train/galerkin_losses.safetensors`, made by `make_galerkin_losses.py` with
+/// `WeightedL2Loss` and `WeightedL2Loss2d` of libs/ft.py), with and without the H¹ term.
 #[test]
-fn galerkin_1d_h1_loss_matches_loops() {
-    let (b, n, h, gamma) = (2, 11, 0.1, 0.1);
-    let pred = Tensor::randn([b, n], F64);
-    let u = Tensor::randn([b, n], F64);
-    let du = Tensor::randn([b, n], F64);
-    let got = galerkin_h1_loss_1d(&pred, &u, &du, h, gamma)
+fn galerkin_losses_match_the_reference_classes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/train/galerkin_losses.safetensors");
+    let t: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(&path)
         .unwrap()
-        .double_value(&[]);
-    let mut expected = 0.0;
-    for i in 0..b {
-        let (p, t, d) = (vec2(&pred.get(i)), vec2(&u.get(i)), vec2(&du.get(i)));
-        let l2 = (p.iter().zip(&t).map(|(a, c)| (a - c).powi(2)).sum::<f64>()
-            / t.iter().map(|c| c * c).sum::<f64>())
-        .sqrt();
-        let mut num = 0.0;
-        let mut den = 0.0;
-        for k in 1..n as usize - 1 {
-            let dp = (p[k + 1] - p[k - 1]) / (2.0 * h);
-            num += (d[k] - dp).powi(2);
-            den += d[k] * d[k];
-        }
-        expected += (l2 + (gamma * h * num / den).sqrt()) / b as f64;
-    }
-    assert!((got - expected).abs() < 1e-12, "{got} vs {expected}");
+        .into_iter()
+        .collect();
+    let v = |k: &str| t[k].double_value(&[0]);
+    let hg = |k: &str| (t[k].double_value(&[0]), t[k].double_value(&[1]));
+    let close = |got: Tensor, want: f64, what: &str| {
+        let got = got.double_value(&[]);
+        assert!(
+            (got - want).abs() < 1e-12 * want.abs(),
+            "{what}: {got} vs {want}"
+        );
+    };
+    let (h, gamma) = hg("h_gamma_1d");
+    let (p, u, du) = (&t["pred_1d"], &t["u_1d"], &t["du_1d"]);
+    close(
+        galerkin_h1_loss_1d(p, u, Some(du), h, gamma).unwrap(),
+        v("loss_1d"),
+        "1-D loss",
+    );
+    close(
+        galerkin_h1_loss_1d(p, u, None, h, gamma).unwrap(),
+        v("metric_1d"),
+        "1-D metric",
+    );
+    close(
+        galerkin_h1_loss_1d(p, u, Some(du), h, 0.0).unwrap(),
+        v("metric_1d"),
+        "1-D γ = 0",
+    );
+    assert!(galerkin_h1_loss_1d(p, u, Some(&du.narrow(1, 0, 5)), h, gamma).is_err());
+
+    let (h, gamma) = hg("h_gamma_2d");
+    let (p, u) = (&t["pred_2d"], &t["u_2d"]);
+    let target = || DarcyH1Target {
+        grad_u: &t["grad_2d"],
+        coeff: &t["coeff_2d"],
+    };
+    close(
+        galerkin_h1_loss_2d(p, u, Some(target()), h, gamma).unwrap(),
+        v("loss_2d"),
+        "2-D loss",
+    );
+    close(
+        galerkin_h1_loss_2d(p, u, None, h, gamma).unwrap(),
+        v("metric_2d"),
+        "2-D metric",
+    );
+    // The channels are not interchangeable: ∂ along the rows comes first.
+    let swapped = t["grad_2d"].flip([3]);
+    let wrong = galerkin_h1_loss_2d(
+        p,
+        u,
+        Some(DarcyH1Target {
+            grad_u: &swapped,
+            coeff: &t["coeff_2d"],
+        }),
+        h,
+        gamma,
+    )
+    .unwrap()
+    .double_value(&[]);
+    assert!((wrong - v("loss_2d")).abs() > 1e-6);
+    let short = t["coeff_2d"].narrow(1, 0, 4);
+    assert!(galerkin_h1_loss_2d(
+        p,
+        u,
+        Some(DarcyH1Target {
+            grad_u: &t["grad_2d"],
+            coeff: &short
+        }),
+        h,
+        gamma
+    )
+    .is_err());
 }
 
 #[test]

@@ -30,11 +30,11 @@ fn wave_dataset(path: &Path, s: i64, n: i64, t_in: i64, t_out: i64) {
             .map(|k| ((&x + &phase + 0.3 * k as f64).sin() + 1.5) * 0.95f64.powi(k as i32))
             .collect();
         let all = Tensor::cat(&frames, 2); // (S, N, T)
-        Split {
-            fx: all.narrow(2, 0, t_in),
-            y: all.narrow(2, t_in, t_out).unsqueeze(2), // (S, N, 1, T)
-            pos: positions(n),
-        }
+        Split::new(
+            all.narrow(2, 0, t_in),
+            all.narrow(2, t_in, t_out).unsqueeze(2), // (S, N, 1, T)
+            positions(n),
+        )
     };
     write_splits(path, make(s), make(4));
 }
@@ -107,7 +107,7 @@ fn autoregressive_training_and_free_rollout() {
             .unwrap();
     let ds = TensorDataset::read(&dir.join("wave.safetensors")).unwrap();
     let pos = ds.test.pos.expand([4, -1, -1], false);
-    let got = p.predict(&pos, &ds.test.fx, 4, None).unwrap();
+    let got = p.predict(&pos, &ds.test.fx, 4, None, None).unwrap();
     assert_eq!(got.size(), vec![4, 32, 1, 4]);
     tch::no_grad(|| {
         let mut window = ds.test.fx.shallow_clone();
@@ -200,6 +200,7 @@ fn per_time_step_training_covers_every_step() {
             &ds.test.fx,
             5,
             None,
+            None,
         )
         .unwrap();
     assert_eq!(pred.size(), vec![4, 24, 2, 5]);
@@ -237,6 +238,7 @@ fn write_splits(path: &Path, train: Split, test: Split) {
         train,
         test,
         grid: None,
+        query_grid: None,
     }
     .write(path)
     .unwrap();
@@ -254,11 +256,7 @@ fn plasticity_dataset(path: &Path) {
             ],
             2,
         );
-        Split {
-            fx,
-            y,
-            pos: positions(24),
-        }
+        Split::new(fx, y, positions(24))
     };
     write_splits(path, make(8), make(4));
 }
@@ -268,11 +266,7 @@ fn steady_dataset(path: &Path) {
     let make = |s: i64| {
         let fx = Tensor::randn([s, 20, 1], (Kind::Float, Device::Cpu));
         let y = &fx * 2.0 + fx.square() + 1.0;
-        Split {
-            fx,
-            y,
-            pos: positions(20),
-        }
+        Split::new(fx, y, positions(20))
     };
     write_splits(path, make(8), make(4));
 }
@@ -321,7 +315,7 @@ ono_testing::device_tests! {
             let ds = TensorDataset::read(&dir.join(data)).unwrap();
             let steps = if ds.test.y.dim() == 4 { ds.test.y.size()[3] } else { 0 };
             let pos = ds.test.pos.expand([4, -1, -1], false).to_kind(Kind::Double);
-            let pred = p.predict(&pos, &ds.test.fx.to_kind(Kind::Double), steps, None).unwrap();
+            let pred = p.predict(&pos, &ds.test.fx.to_kind(Kind::Double), steps, None, None).unwrap();
             assert_eq!(pred.device(), Device::Cpu);
             assert_eq!(pred.size()[0], 4);
         }

@@ -77,6 +77,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h, w]),
+            query_grid: None,
         },
         files: vec![px, py, pq],
         notes: vec![

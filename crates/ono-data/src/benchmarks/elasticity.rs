@@ -68,6 +68,7 @@ pub(super) fn load_points(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: None,
+            query_grid: None,
         },
         files: vec![ps, pxy],
         notes: vec![
@@ -125,6 +126,7 @@ pub(super) fn load_grid(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h, w]),
+            query_grid: None,
         },
         files: vec![pm, ps],
         notes: vec![

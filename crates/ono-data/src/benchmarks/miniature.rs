@@ -70,7 +70,8 @@ pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
         ntest,
     };
     match benchmark {
-        Benchmark::Darcy => {
+        // The inverse problem reads the Darcy files.
+        Benchmark::Darcy | Benchmark::DarcyInverse => {
             // MATLAB `save` files (compressed), 21×21 so that r = 5 gives s = 5; 12 / 3 coefficients.
             for (file, offset) in [
                 ("piececonst_r421_N1024_smooth1.mat", 0),

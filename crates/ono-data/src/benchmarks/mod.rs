@@ -9,6 +9,7 @@
 mod airfoil;
 mod burgers;
 mod darcy;
+mod darcy_inverse;
 mod elasticity;
 pub mod miniature;
 mod ns2d;
@@ -55,11 +56,14 @@ pub enum Benchmark {
     ElasticityGrid,
     /// Plastic forging, 20 time steps (Geo-FNO).
     Plasticity,
+    /// The Galerkin Transformer's inverse problem on the Darcy files: the coefficient on a
+    /// coarse grid from a noisy solution on a fine one (`ex3_darcy_inv.py`).
+    DarcyInverse,
 }
 
 impl Benchmark {
     /// Every benchmark.
-    pub const ALL: [Benchmark; 8] = [
+    pub const ALL: [Benchmark; 9] = [
         Benchmark::Darcy,
         Benchmark::Ns2d,
         Benchmark::Burgers,
@@ -68,6 +72,7 @@ impl Benchmark {
         Benchmark::Elasticity,
         Benchmark::ElasticityGrid,
         Benchmark::Plasticity,
+        Benchmark::DarcyInverse,
     ];
 
     /// The command-line name.
@@ -81,6 +86,7 @@ impl Benchmark {
             Benchmark::Elasticity => "elasticity",
             Benchmark::ElasticityGrid => "elasticity_grid",
             Benchmark::Plasticity => "plasticity",
+            Benchmark::DarcyInverse => "darcy_inverse",
         }
     }
 }
@@ -111,6 +117,9 @@ pub enum Layout {
     Ono,
     /// The FNO / Geo-FNO scripts where they differ (normalizers, test sets).
     Fno,
+    /// The Galerkin Transformer's scripts (`ex1_burgers.py`, `ex2_darcy.py`): their
+    /// resolutions and splits, and the target derivatives of their H¹ loss as `aux`.
+    Galerkin,
 }
 
 /// Sizes and subsampling; `None` means the reference's value.
@@ -125,6 +134,11 @@ pub struct LoadOptions {
     pub r: Option<usize>,
     /// Whose layout.
     pub layout: Layout,
+    /// `darcy_inverse`: the coarse grid's stride on the 421 grid (`subsample_attn`, 12 → 36).
+    pub coarse_r: Option<usize>,
+    /// `darcy_inverse`: the standard deviation of the Gaussian noise added to the normalized
+    /// input (0.01 by default).
+    pub noise: Option<f64>,
 }
 
 /// A benchmark read from its files.
@@ -161,6 +175,7 @@ pub fn load(benchmark: Benchmark, dir: &Path, opts: &LoadOptions) -> Result<Load
         Benchmark::Elasticity => elasticity::load_points(dir, opts)?,
         Benchmark::ElasticityGrid => elasticity::load_grid(dir, opts)?,
         Benchmark::Plasticity => plasticity::load(dir, opts)?,
+        Benchmark::DarcyInverse => darcy_inverse::load(dir, opts)?,
     };
     loaded.dataset.validate()?;
     Ok(loaded)
@@ -300,7 +315,7 @@ fn index_positions(n: i64) -> Result<Tensor> {
 }
 
 fn split(fx: Tensor, y: Tensor, pos: Tensor) -> Split {
-    Split { fx, y, pos }
+    Split::new(fx, y, pos)
 }
 
 /// (name, type, shape) of every variable of a benchmark file: MAT files are listed without

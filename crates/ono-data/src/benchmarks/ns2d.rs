@@ -63,6 +63,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![hh, ww]),
+            query_grid: None,
         },
         files: vec![path],
         notes: vec![

@@ -51,6 +51,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(fx_tr, y_tr, pos.shallow_clone()),
             test: split(fx_te, y_te, pos),
             grid: Some(vec![s1 as i64, s2]),
+            query_grid: None,
         },
         files: vec![path],
         notes: vec![
