@@ -396,3 +396,100 @@ pub fn grid_positions_2d(h: i64, w: i64) -> Result<Tensor> {
     let gy = ys.f_view([h, 1])?.f_expand([h, w], false)?;
     Ok(Tensor::f_stack(&[gx, gy], -1)?.f_reshape([1, h * w, 2])?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dataset(m: i64, aux: i64) -> TensorDataset {
+        let split = |s: i64| {
+            let mut sp = Split::new(
+                Tensor::randn([s, 9, 1], (Kind::Float, Device::Cpu)),
+                Tensor::randn([s, m, 1], (Kind::Float, Device::Cpu)),
+                grid_positions_2d(3, 3).unwrap(),
+            );
+            sp.query = Some(grid_positions_2d(2, 2).unwrap());
+            sp.aux = Some(Tensor::randn([s, m, aux], (Kind::Float, Device::Cpu)));
+            sp
+        };
+        TensorDataset {
+            train: split(3),
+            test: split(2),
+            grid: Some(vec![3, 3]),
+            query_grid: Some(vec![2, 2]),
+        }
+    }
+
+    /// Query points and aux channels survive the file, batches and `take`; targets on the
+    /// query grid and aux channels at the target points are checked.
+    #[test]
+    fn query_and_aux_round_trip_and_are_checked() {
+        let ds = dataset(4, 2);
+        ds.validate().unwrap();
+        assert_eq!(ds.target_grid(), Some(&[2i64, 2][..]));
+        let path =
+            std::env::temp_dir().join(format!("ono-query-{}.safetensors", std::process::id()));
+        ds.write(&path).unwrap();
+        let back = TensorDataset::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(back.query_grid, Some(vec![2, 2]));
+        assert!(back
+            .test
+            .aux
+            .as_ref()
+            .unwrap()
+            .equal(ds.test.aux.as_ref().unwrap()));
+        assert!(back
+            .train
+            .query
+            .as_ref()
+            .unwrap()
+            .equal(ds.train.query.as_ref().unwrap()));
+        let b = back
+            .train
+            .batch(&[2, 0], Device::Cpu, Kind::Double)
+            .unwrap();
+        assert_eq!(b.query.as_ref().unwrap().size(), vec![2, 4, 2]);
+        assert!(b.aux.as_ref().unwrap().equal(
+            &ds.train
+                .aux
+                .as_ref()
+                .unwrap()
+                .index_select(0, &Tensor::from_slice(&[2i64, 0]))
+                .to_kind(Kind::Double)
+        ));
+        assert_eq!(
+            back.train.take(2).unwrap().aux.unwrap().size(),
+            vec![2, 4, 2]
+        );
+
+        // Targets on the input points while a query is given, aux on the wrong points, a
+        // query grid that does not hold the query points, a query grid without a query.
+        let wrong_y = dataset(9, 2);
+        assert!(wrong_y
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("query"));
+        let mut wrong_aux = dataset(4, 2);
+        wrong_aux.train.aux = Some(Tensor::zeros([3, 9, 2], (Kind::Float, Device::Cpu)));
+        assert!(wrong_aux
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("aux"));
+        let mut wrong_grid = dataset(4, 1);
+        wrong_grid.query_grid = Some(vec![3, 3]);
+        assert!(wrong_grid
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("query_grid"));
+        let mut no_query = dataset(4, 1);
+        no_query.train.query = None;
+        assert!(no_query.validate().is_err());
+        let mut nan = dataset(4, 1);
+        let _ = nan.test.aux.as_mut().unwrap().get(0).fill_(f64::NAN);
+        assert!(nan.validate().unwrap_err().to_string().contains("aux"));
+    }
+}
