@@ -300,7 +300,9 @@ impl GalerkinConfig {
                 Ok(sizes)
             }
             (Some(_), _, _) => bad(
-                "give either scaler_grids or explicit downscaler_size and upscaler_size, not both"
+                "give either scaler_grids or explicit downscaler_size and upscaler_size, not both \
+                 (the darcy presets set scaler_grids: override scaler_grids, e.g. with \
+                 scale_factor = false, or give the explicit sizes without a preset)"
                     .into(),
             ),
             (None, Some(down), Some(up)) if down.iter().chain(&up).flatten().all(|&s| s > 0) => {

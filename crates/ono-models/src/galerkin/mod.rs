@@ -263,12 +263,13 @@ impl GalerkinTransformer {
             None if d == 1 => vec![n],
             None => {
                 return Err(Error::Config(format!(
-                    "{ARCH}: the 2-D model needs the points as a regular grid; pass its shape \
+                    "{ARCH}: a {d}-D model needs the points as a regular grid; pass its shape \
                      (ModelInput::with_grid)"
                 )))
             }
         };
-        let mut fits = shape.len() == d && shape.iter().product::<i64>() == n;
+        let mut fits =
+            shape.len() == d && shape.iter().all(|&s| s > 0) && shape.iter().product::<i64>() == n;
         let mut expected = format!("a {d}-D grid of the {n} points");
         if self.scalers.is_none() {
             let m = self.cfg.fourier_modes;
