@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::scaler_sizes::{get_scaler_sizes, ScalerSizes};
 use crate::{Error, Result};
 pub use ono_nn::galerkin_attention::{AttentionDropout, GalerkinAttentionKind};
 pub use ono_nn::interp_scaler::ScalerActivation;
@@ -29,6 +30,66 @@ pub enum FfnActivation {
     Silu,
     /// The exact (erf) GELU of `nn.GELU()`.
     Gelu,
+}
+
+/// The decoder after the encoder (the reference's `decoder_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GalerkinDecoder {
+    /// `SpectralRegressor` (`ifft`, `ifft2`): spectral layers on the output grid, then
+    /// Linear → SiLU → Linear.
+    #[default]
+    Spectral,
+    /// `PointwiseRegressor` (`pointwise`, the inverse problem's): `regressor.fc` on
+    /// [x, coordinates], `num_regressor_layers` × (Linear → activation → dropout), Linear. Only
+    /// for `fourier_transformer2d` (the reference's `SimpleTransformer` re-initialises it).
+    Pointwise,
+}
+
+/// The activation of the pointwise decoder (`regressor_activation`). The spectral decoder's is
+/// SiLU, the only value this port has for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RegressorActivation {
+    #[default]
+    Silu,
+    Relu,
+}
+
+/// Which grid the model's output lies on when the interpolation sizes come from
+/// [`ScalerGrids`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputGrid {
+    /// The input's fine grid (the forward problem): upscaler (n_m, n_m) → (n_f, n_f).
+    #[default]
+    Fine,
+    /// The coarse grid of the attention (the inverse problem, ex3): the upscaler is a conv block
+    /// at (n_c, n_c) only, and the output points are passed as the query.
+    Coarse,
+}
+
+/// The interpolation sizes of `FourierTransformer2D` from the fine and the coarse grid's points
+/// per axis, as the reference's example scripts derive them (`DarcyDataset.get_scaler_sizes`,
+/// [`get_scaler_sizes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalerGrids {
+    /// n_f, the input grid's points per axis.
+    pub fine: i64,
+    /// n_c, the attention grid's points per axis.
+    pub coarse: i64,
+    #[serde(default)]
+    pub output: OutputGrid,
+    /// The reference's default scale-factor path (true): the downscaler interpolates by the
+    /// factor f twice, ⌊n_f f⌋ then ⌊⌊n_f f⌋ f⌋, which must come out at n_c. False: ex2's
+    /// `--no-scale-factor` sizes (n_m, n_c).
+    #[serde(default = "yes")]
+    pub scale_factor: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The settings of the reference's `SimpleTransformer` (feature lift, encoder, spectral decoder),
@@ -59,11 +120,16 @@ pub struct GalerkinConfig {
     /// eps of the per-head LayerNorms (`SimpleTransformer` never passes `norm_eps` on: 1e-5).
     pub norm_eps: f64,
     pub ffn_activation: FfnActivation,
+    /// `spectral` (default) or `pointwise` (`decoder_type`).
+    pub decoder: GalerkinDecoder,
+    /// The pointwise decoder's activation (`regressor_activation`).
+    pub regressor_activation: RegressorActivation,
     /// Channels of the spectral decoder (`freq_dim`).
     pub freq_dim: i64,
     /// Retained Fourier modes of the decoder, per axis (`fourier_modes`).
     pub fourier_modes: i64,
-    /// Spectral layers of the decoder (`num_regressor_layers`).
+    /// Spectral layers of the spectral decoder, hidden layers of the pointwise one
+    /// (`num_regressor_layers`).
     pub num_regressor_layers: usize,
     /// Dropout between the encoder and the decoder (`dropout`).
     pub dropout: f64,
@@ -72,16 +138,21 @@ pub struct GalerkinConfig {
     pub encoder_dropout: f64,
     /// Dropout inside the feed-forward network (`ffn_dropout`).
     pub ffn_dropout: f64,
-    /// Dropout on the input of each spectral layer's FFT (`decoder_dropout`).
+    /// Dropout on the input of each spectral layer's FFT, or after each hidden layer of the
+    /// pointwise decoder (`decoder_dropout`).
     pub decoder_dropout: f64,
     /// `training` (default): the attention matrix is dropped with `encoder_dropout` in training
     /// only. `reference`: the reference's defect, a Bernoulli(½) mask ×2 on every forward,
     /// evaluation included (docs/models.md).
     pub attention_dropout: AttentionDropout,
+    /// `FourierTransformer2D`: the interpolation sizes derived from the fine and the coarse grid
+    /// (the reference scripts' way); or give both sizes below instead.
+    pub scaler_grids: Option<ScalerGrids>,
     /// `FourierTransformer2D`: the downscaler's two interpolation sizes, fine → middle → coarse
     /// (the explicit-size path of the reference, e.g. 141 → 78 → 43).
     pub downscaler_size: Option<[[i64; 2]; 2]>,
-    /// `FourierTransformer2D`: the upscaler's two sizes, coarse → middle → fine (the fine grid).
+    /// `FourierTransformer2D`: the upscaler's two sizes, coarse → middle → output grid (the fine
+    /// grid in the forward problem, the coarse one in the inverse problem).
     pub upscaler_size: Option<[[i64; 2]; 2]>,
     pub downscaler_activation: ScalerActivation,
     pub upscaler_activation: ScalerActivation,
@@ -150,21 +221,102 @@ impl GalerkinConfig {
                 self.norm_eps, self.xavier_init, self.diagonal_weight
             ));
         }
-        if self.model == GalerkinModel::FourierTransformer2d {
-            match (self.downscaler_size, self.upscaler_size) {
-                (Some(down), Some(up)) if down.iter().chain(&up).flatten().all(|&s| s > 0) => {}
-                (down, up) => {
-                    return bad(format!(
-                        "fourier_transformer2d needs positive downscaler_size and upscaler_size, \
-                         got {down:?} and {up:?}"
-                    ))
-                }
+        let two_d = self.model == GalerkinModel::FourierTransformer2d;
+        if self.decoder == GalerkinDecoder::Pointwise && !two_d {
+            return bad(
+                "the pointwise decoder is ported for fourier_transformer2d only (the reference's \
+                 SimpleTransformer re-initialises it with xavier_uniform(0.01))"
+                    .into(),
+            );
+        }
+        if self.decoder == GalerkinDecoder::Spectral
+            && self.regressor_activation != RegressorActivation::Silu
+        {
+            return bad(format!(
+                "regressor_activation {:?} is ported for the pointwise decoder only (the \
+                 spectral layers' activation is SiLU)",
+                self.regressor_activation
+            ));
+        }
+        let explicit = self.downscaler_size.is_some() || self.upscaler_size.is_some();
+        if !two_d {
+            if explicit || self.scaler_grids.is_some() {
+                return bad("scaler_grids, downscaler_size and upscaler_size belong to \
+                     fourier_transformer2d; the simple_transformer has no scalers"
+                    .into());
             }
-            if self.n_hidden < 3 {
-                return bad("the downscaler splits n_hidden in three: at least 3".into());
-            }
+            return Ok(());
+        }
+        if self.n_hidden < 3 {
+            return bad("the downscaler splits n_hidden in three: at least 3".into());
+        }
+        let sizes = self.scaler_sizes_in(arch)?;
+        // The spectral decoder's rFFT2 runs over the output grid: m rows, m of the n/2 + 1
+        // columns.
+        let [o1, o2] = sizes.output_grid();
+        let m = self.fourier_modes;
+        if self.decoder == GalerkinDecoder::Spectral && (m > o1 || m > o2 / 2 + 1) {
+            return bad(format!(
+                "{m} Fourier modes do not fit the output grid [{o1}, {o2}] (upscaler_size[1]): the \
+                 spectral decoder needs modes ≤ the first axis and ≤ half the second + 1"
+            ));
         }
         Ok(())
+    }
+
+    /// The interpolation sizes of `FourierTransformer2D` (from [`ScalerGrids`] or the explicit
+    /// sizes), or [`Error::Config`] naming the fix.
+    pub fn scaler_sizes(&self) -> Result<ScalerSizes> {
+        self.scaler_sizes_in("galerkin")
+    }
+
+    fn scaler_sizes_in(&self, arch: &str) -> Result<ScalerSizes> {
+        let bad = |msg: String| Err(Error::Config(format!("{arch}: {msg}")));
+        match (self.scaler_grids, self.downscaler_size, self.upscaler_size) {
+            (Some(g), None, None) => {
+                let sizes = get_scaler_sizes(g.fine, g.coarse, g.scale_factor)?;
+                if sizes.down[1] != [g.coarse, g.coarse] {
+                    return bad(format!(
+                        "scaler_grids {g:?}: the scale-factor path interpolates by f = {:?} \
+                         twice, {} → {} → {}, which misses the coarse grid {}; give explicit \
+                         downscaler_size and upscaler_size (or scale_factor = false) instead",
+                        sizes.factor.unwrap_or_default(),
+                        g.fine,
+                        sizes.down[0][0],
+                        sizes.down[1][0],
+                        g.coarse
+                    ));
+                }
+                let up = match g.output {
+                    OutputGrid::Fine => sizes.up,
+                    OutputGrid::Coarse => [[g.coarse, g.coarse]; 2],
+                };
+                let sizes = ScalerSizes { up, ..sizes };
+                if sizes.down.iter().chain(&sizes.up).flatten().any(|&s| s < 1) {
+                    return bad(format!(
+                        "scaler_grids {g:?} give the sizes {sizes:?}: too small a grid"
+                    ));
+                }
+                Ok(sizes)
+            }
+            (Some(_), _, _) => bad(
+                "give either scaler_grids or explicit downscaler_size and upscaler_size, not both \
+                 (the darcy presets set scaler_grids: override scaler_grids, e.g. with \
+                 scale_factor = false, or give the explicit sizes without a preset)"
+                    .into(),
+            ),
+            (None, Some(down), Some(up)) if down.iter().chain(&up).flatten().all(|&s| s > 0) => {
+                Ok(ScalerSizes {
+                    factor: None,
+                    down,
+                    up,
+                })
+            }
+            (None, down, up) => bad(format!(
+                "fourier_transformer2d needs scaler_grids, or positive downscaler_size and \
+                 upscaler_size; got {down:?} and {up:?}"
+            )),
+        }
     }
 }
 

@@ -6,29 +6,36 @@
 //! SimpleTransformer:    fx → feat_extract.id → L × [x + Attn(x, pos); x + FFN(x)]
 //!                          → (B, grid…, d) → spectral decoder
 //! FourierTransformer2D: fx on the fine grid → downscaler → L × encoder layer on the coarse grid
-//!                          → upscaler → [x, fine coordinates] → regressor.fc → spectral decoder
-//!                          → Dirichlet ring (optional)
+//!                          → upscaler to the output grid → [x, output coordinates] → regressor.fc
+//!                          → spectral or pointwise decoder → Dirichlet ring (optional)
 //! spectral decoder:     num_regressor_layers × SiLU(K_ortho(x) + Linear(x)) → Linear → SiLU → Linear
+//! pointwise decoder:    num_regressor_layers × Dropout(act(Linear(x))) → Linear
 //! ```
+//!
+//! The output grid is the upscaler's last size: the fine input grid in the forward problem
+//! (ex2), the coarse grid in the inverse one (ex3), whose output points are then the query.
 //!
 //! The attention is [`ono_nn::galerkin_attention`] (per-head LayerNorms, the coordinates in front
 //! of every head, no softmax); the decoder's spectral layers are
 //! [`ono_nn::residual_spectral_conv`] on the points' grid (1-D: the N points in order); the 2-D
 //! scalers are [`ono_nn::interp_scaler`]. The reference's attention dropout is active in
 //! evaluation; [`AttentionDropout`] chooses between that and training-only dropout (default).
-//! Fixtures: `fixtures/galerkin` (`gt1d_small`, `ft1d_small`, `gt2d_small`).
+//! Fixtures: `fixtures/galerkin` (`gt1d_small`, `ft1d_small`, `gt2d_small`, `inv2d_small`).
 
 mod config;
+mod pointwise_regressor;
 pub mod presets;
 mod reference;
+pub mod scaler_sizes;
 
 pub use config::{
-    AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinModel,
-    ScalerActivation,
+    AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinDecoder,
+    GalerkinModel, OutputGrid, RegressorActivation, ScalerActivation, ScalerGrids,
 };
+pub use scaler_sizes::{get_scaler_sizes, ScalerSizes};
 
 use tch::nn::Path;
-use tch::Tensor;
+use tch::{Kind, Tensor};
 
 use crate::arch::{ArchConfig, DataDims};
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
@@ -39,6 +46,7 @@ use ono_nn::interp_scaler::{InterpDownscaler, InterpUpscaler};
 use ono_nn::mlp::gelu;
 use ono_nn::residual_spectral_conv::{ResidualSpectralConv, ResidualSpectralConvConfig};
 use ono_nn::Linear;
+use pointwise_regressor::{PointwiseRegressor, PointwiseRegressorConfig};
 
 const ARCH: &str = "galerkin";
 
@@ -108,23 +116,35 @@ impl EncoderLayer {
     }
 }
 
+/// The decoder after the upscaler (or the encoder, 1-D).
+#[derive(Debug)]
+enum Decoder {
+    /// `SpectralRegressor`: `fc` (2-D: [x, coordinates] → freq_dim), the spectral layers and the
+    /// head `regressor.{0, 2}`.
+    Spectral {
+        fc: Option<Linear>,
+        layers: Vec<ResidualSpectralConv>,
+        head0: Linear,
+        head2: Linear,
+    },
+    Pointwise(PointwiseRegressor),
+}
+
 /// See the module documentation. Variables under the reference names: `feat_extract.id`
 /// (`SimpleTransformer`) or `downscaler.downsample.conv{0..3}.conv.0` and
 /// `upscaler.upsample.conv.0.conv.0` (`FourierTransformer2D`),
 /// `encoder_layers.{i}.attn.{linears.{0,1,2}, norm_K.{h}, norm_V.{h} | norm_Q.{h}, fc}`,
-/// `encoder_layers.{i}.ff.{lr1, lr2}`, `regressor.fc` (2-D model),
-/// `regressor.spectral_conv.{j}.{linear, fourier_weight[.0, .1]}`, `regressor.regressor.{0, 2}`.
+/// `encoder_layers.{i}.ff.{lr1, lr2}`, and the decoder: `regressor.fc` (2-D model),
+/// `regressor.spectral_conv.{j}.{linear, fourier_weight[.0, .1]}`, `regressor.regressor.{0, 2}`
+/// (spectral) or `regressor.ff.{j}.0`, `regressor.out` (pointwise).
 #[derive(Debug)]
 pub struct GalerkinTransformer {
     cfg: GalerkinConfig,
     feat: Option<Linear>,
-    down: Option<InterpDownscaler>,
-    up: Option<InterpUpscaler>,
+    /// The 2-D model's scalers with their sizes (from `scaler_grids` or the explicit sizes).
+    scalers: Option<(InterpDownscaler, InterpUpscaler, ScalerSizes)>,
     layers: Vec<EncoderLayer>,
-    fc: Option<Linear>,
-    spectral: Vec<ResidualSpectralConv>,
-    head0: Linear,
-    head2: Linear,
+    decoder: Decoder,
 }
 
 impl GalerkinTransformer {
@@ -132,25 +152,25 @@ impl GalerkinTransformer {
     pub fn new(path: &Path, cfg: &GalerkinConfig) -> Result<Self> {
         cfg.check(ARCH)?;
         let two_d = cfg.model == GalerkinModel::FourierTransformer2d;
-        let (mut feat, mut down, mut up) = (None, None, None);
-        if let (true, Some(down_size), Some(up_size)) =
-            (two_d, cfg.downscaler_size, cfg.upscaler_size)
-        {
-            down = Some(InterpDownscaler::new(
+        let (mut feat, mut scalers) = (None, None);
+        if two_d {
+            let sizes = cfg.scaler_sizes()?;
+            let down = InterpDownscaler::new(
                 &(path / "downscaler" / "downsample"),
                 cfg.fun_dim,
                 cfg.n_hidden,
-                down_size,
+                sizes.down,
                 cfg.downscaler_activation,
                 cfg.downscaler_dropout,
-            )?);
-            up = Some(InterpUpscaler::new(
+            )?;
+            let up = InterpUpscaler::new(
                 &(path / "upscaler" / "upsample"),
                 cfg.n_hidden,
-                up_size,
+                sizes.up,
                 cfg.upscaler_activation,
                 cfg.upscaler_dropout,
-            )?);
+            )?;
+            scalers = Some((down, up, sizes));
         } else {
             feat = Some(torch_linear(
                 &(path / "feat_extract" / "id"),
@@ -163,12 +183,39 @@ impl GalerkinTransformer {
             .map(|i| EncoderLayer::new(&(path / "encoder_layers" / i), cfg))
             .collect::<Result<Vec<_>>>()?;
         let reg = path / "regressor";
-        // FourierTransformer2D's SpectralRegressor: spacial_fc (the fine grid's coordinates in,
+        let decoder = match cfg.decoder {
+            GalerkinDecoder::Pointwise => Decoder::Pointwise(
+                PointwiseRegressorConfig {
+                    in_dim: cfg.n_hidden,
+                    coord_dim: cfg.space_dim,
+                    hidden: cfg.n_hidden,
+                    out_dim: cfg.out_dim,
+                    layers: cfg.num_regressor_layers,
+                    activation: cfg.regressor_activation,
+                    dropout: cfg.decoder_dropout,
+                }
+                .init(&reg)?,
+            ),
+            GalerkinDecoder::Spectral => Self::spectral_decoder(&reg, cfg)?,
+        };
+        Ok(Self {
+            cfg: cfg.clone(),
+            feat,
+            scalers,
+            layers,
+            decoder,
+        })
+    }
+
+    /// The `SpectralRegressor`.
+    fn spectral_decoder(reg: &Path, cfg: &GalerkinConfig) -> Result<Decoder> {
+        let two_d = cfg.model == GalerkinModel::FourierTransformer2d;
+        // FourierTransformer2D's SpectralRegressor: spacial_fc (the output grid's coordinates in,
         // to freq_dim channels) and the default dim_feedforward 2·spacial_dim·freq_dim;
         // SimpleTransformer's: no fc, dim_feedforward = freq_dim.
         let fc = two_d.then(|| {
             torch_linear(
-                &(&reg / "fc"),
+                &(reg / "fc"),
                 cfg.n_hidden + cfg.space_dim,
                 cfg.freq_dim,
                 true,
@@ -176,7 +223,7 @@ impl GalerkinTransformer {
         });
         let first_in = if two_d { cfg.freq_dim } else { cfg.n_hidden };
         let modes = vec![cfg.fourier_modes; cfg.grid_dims()];
-        let spectral = (0..cfg.num_regressor_layers)
+        let layers = (0..cfg.num_regressor_layers)
             .map(|j| {
                 ResidualSpectralConvConfig {
                     in_channels: if j == 0 { first_in } else { cfg.freq_dim },
@@ -184,7 +231,7 @@ impl GalerkinTransformer {
                     modes: modes.clone(),
                     dropout: cfg.decoder_dropout,
                 }
-                .init(&(&reg / "spectral_conv" / j))
+                .init(&(reg / "spectral_conv" / j))
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let hidden = if two_d {
@@ -192,19 +239,12 @@ impl GalerkinTransformer {
         } else {
             cfg.freq_dim
         };
-        let head = &reg / "regressor";
-        let head0 = torch_linear(&(&head / 0), cfg.freq_dim, hidden, true);
-        let head2 = torch_linear(&(&head / 2), hidden, cfg.out_dim, true);
-        Ok(Self {
-            cfg: cfg.clone(),
-            feat,
-            down,
-            up,
-            layers,
+        let head = reg / "regressor";
+        Ok(Decoder::Spectral {
             fc,
-            spectral,
-            head0,
-            head2,
+            layers,
+            head0: torch_linear(&(&head / 0), cfg.freq_dim, hidden, true),
+            head2: torch_linear(&(&head / 2), hidden, cfg.out_dim, true),
         })
     }
 
@@ -212,7 +252,10 @@ impl GalerkinTransformer {
         &self.cfg
     }
 
-    /// The grid of the points: `input.grid`, or the N points as one axis in 1-D.
+    /// The points' grid: `input.grid`, or the N points as one axis in 1-D. The 1-D model's
+    /// spectral decoder runs over it, so it must leave room for the modes; the 2-D model takes
+    /// any 2-D grid (the downscaler interpolates it to explicit sizes), the fine grid of
+    /// `scaler_grids` when the sizes come from it.
     fn grid_shape(&self, input: &ModelInput<'_>, n: i64) -> Result<Vec<i64>> {
         let d = self.cfg.grid_dims();
         let shape = match input.grid {
@@ -220,23 +263,25 @@ impl GalerkinTransformer {
             None if d == 1 => vec![n],
             None => {
                 return Err(Error::Config(format!(
-                    "{ARCH}: the spectral decoder needs the points as a regular grid; pass its \
-                     shape (ModelInput::with_grid)"
+                    "{ARCH}: a {d}-D model needs the points as a regular grid; pass its shape \
+                     (ModelInput::with_grid)"
                 )))
             }
         };
-        let m = self.cfg.fourier_modes;
-        let mut fits = shape.len() == d
-            && shape.iter().product::<i64>() == n
-            && shape
+        let mut fits =
+            shape.len() == d && shape.iter().all(|&s| s > 0) && shape.iter().product::<i64>() == n;
+        let mut expected = format!("a {d}-D grid of the {n} points");
+        if self.scalers.is_none() {
+            let m = self.cfg.fourier_modes;
+            fits &= shape
                 .iter()
                 .enumerate()
                 .all(|(j, &s)| m <= if j + 1 == d { s / 2 + 1 } else { s });
-        let mut expected =
-            format!("a {d}-D grid of the {n} points with room for {m} Fourier modes per axis");
-        if let Some(up) = self.cfg.upscaler_size.filter(|_| self.up.is_some()) {
-            fits &= shape == up[1];
-            expected = format!("the fine grid {:?} of the upscaler", up[1]);
+            expected.push_str(&format!(" with room for {m} Fourier modes per axis"));
+        }
+        if let Some(g) = self.cfg.scaler_grids {
+            fits &= shape == [g.fine, g.fine];
+            expected = format!("the fine grid [{0}, {0}] of scaler_grids", g.fine);
         }
         if !fits {
             return Err(Error::Shape {
@@ -248,23 +293,77 @@ impl GalerkinTransformer {
         Ok(shape)
     }
 
+    /// The 2-D model's output points: none (the input points) when the output grid is the input
+    /// grid, else the query, which must hold the output grid's points.
+    fn output_points<'a>(
+        &self,
+        input: &ModelInput<'a>,
+        shape: &[i64],
+        sizes: &ScalerSizes,
+        b: i64,
+    ) -> Result<Option<&'a Tensor>> {
+        const OP: &str = "GalerkinTransformer::forward";
+        let out = sizes.output_grid();
+        let m = out[0] * out[1];
+        let p = self.cfg.space_dim;
+        if shape == out {
+            input.refuse(ARCH, &[InputPart::Query])?;
+            return Ok(None);
+        }
+        if input.query_mask.is_some() {
+            return Err(Error::Unsupported {
+                arch: ARCH,
+                what: "a query mask (the query is the output grid's points, all real)",
+            });
+        }
+        match input.query {
+            Some(q) if q.size() == [b, m, p] => Ok(Some(q)),
+            Some(q) => Err(Error::Shape {
+                op: OP,
+                expected: format!(
+                    "query ({b}, {m}, {p}): the {m} points of the output grid {out:?} \
+                     (upscaler_size[1]) in row-major order"
+                ),
+                got: q.size(),
+            }),
+            None => Err(Error::Shape {
+                op: OP,
+                expected: format!(
+                    "the input grid {out:?}, or a query: the output grid {out:?} \
+                     (upscaler_size[1]) differs from the input grid, so pass its points as \
+                     (B, {m}, {p}) with ModelInput::with_query"
+                ),
+                got: shape.to_vec(),
+            }),
+        }
+    }
+
+    /// The parameters' dtype.
+    fn param_kind(&self) -> Kind {
+        match &self.decoder {
+            Decoder::Spectral { head0, .. } => head0.weight.kind(),
+            Decoder::Pointwise(p) => p.kind(),
+        }
+    }
+
     /// # Shapes
     /// - `input.pos`: (B, N, space_dim), the points' coordinates (the attention's, or with
-    ///   `FourierTransformer2D` the fine grid's, interpolated bilinearly to the coarse grid for
+    ///   `FourierTransformer2D` the input grid's, interpolated bilinearly to the coarse grid for
     ///   the attention); `input.fx`: (B, N, fun_dim); `input.grid`: the grid shape (optional
     ///   in 1-D)
-    /// - returns: (B, N, out_dim), in the points' order
+    /// - `input.query`: (B, M, space_dim), 2-D model only and only when its output grid (the
+    ///   upscaler's last size) is not the input grid: the output grid's M points in row-major
+    ///   order, whose coordinates the decoder reads (the inverse problem: the coarse grid)
+    /// - returns: (B, N, out_dim) in the points' order, or (B, M, out_dim) in the query's
     pub fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
         const OP: &str = "GalerkinTransformer::forward";
         input.refuse(
             ARCH,
-            &[
-                InputPart::Mask,
-                InputPart::Functions,
-                InputPart::Query,
-                InputPart::Time,
-            ],
+            &[InputPart::Mask, InputPart::Functions, InputPart::Time],
         )?;
+        if self.scalers.is_none() {
+            input.refuse(ARCH, &[InputPart::Query])?;
+        }
         let c = &self.cfg;
         let ps = input.pos.size();
         let (b, n) = match ps[..] {
@@ -288,29 +387,44 @@ impl GalerkinTransformer {
             }
         };
         let shape = self.grid_shape(input, n)?;
-        let kind = self.head0.weight.kind();
+        let query = match &self.scalers {
+            Some((_, _, sizes)) => self.output_points(input, &shape, sizes, b)?,
+            None => None,
+        };
+        let kind = self.param_kind();
         let (pos, fx) = (input.pos.f_to_kind(kind)?, fx.f_to_kind(kind)?);
-        for (t, what) in [(&pos, "pos"), (&fx, "fx")] {
-            if !bool::try_from(&t.f_isfinite()?.f_all()?)? {
-                return Err(Error::NonFinite { op: OP, what });
+        let query = query.map(|q| q.f_to_kind(kind)).transpose()?;
+        for (t, what) in [
+            (Some(&pos), "pos"),
+            (Some(&fx), "fx"),
+            (query.as_ref(), "query"),
+        ] {
+            if let Some(t) = t {
+                if !bool::try_from(&t.f_isfinite()?.f_all()?)? {
+                    return Err(Error::NonFinite { op: OP, what });
+                }
             }
         }
-        let on_grid = |t: &Tensor| -> Result<Tensor> {
+        let on_grid = |t: &Tensor, grid: &[i64]| -> Result<Tensor> {
             let mut s = vec![b];
-            s.extend_from_slice(&shape);
+            s.extend_from_slice(grid);
             s.push(t.size()[2]);
             Ok(t.f_reshape(s.as_slice())?)
         };
-        let out = match &self.down {
-            Some(_) => {
-                let fine = on_grid(&pos)?;
-                let coarse = self.coarse_positions(&fine)?;
-                let out = self.forward_2d(&on_grid(&fx)?, &coarse, &fine, train)?;
+        let out = match &self.scalers {
+            Some((_, _, sizes)) => {
+                let fine = on_grid(&pos, &shape)?;
+                let coarse = self.coarse_positions(&fine, sizes.coarse_grid())?;
+                let grid = match &query {
+                    Some(q) => on_grid(q, &sizes.output_grid())?,
+                    None => fine,
+                };
+                let out = self.forward_2d(&on_grid(&fx, &shape)?, &coarse, &grid, train)?;
                 self.boundary(&out)?
             }
             None => self.forward_points(&fx, &pos, &shape, train)?,
         };
-        Ok(out.f_reshape([b, n, c.out_dim])?)
+        Ok(out.f_reshape([b, -1, c.out_dim])?)
     }
 
     /// `SimpleTransformer`: (B, N, fun_dim), (B, N, p) → (B, grid…, out_dim).
@@ -334,14 +448,13 @@ impl GalerkinTransformer {
         let mut grid_shape = vec![fx.size()[0]];
         grid_shape.extend_from_slice(shape);
         grid_shape.push(c.n_hidden);
-        self.decoder(&x.f_reshape(grid_shape.as_slice())?, train)
+        self.decode(&x.f_reshape(grid_shape.as_slice())?, None, train)
     }
 
-    /// The coarse grid's coordinates, interpolated bilinearly (corners aligned) from the fine
+    /// The coarse grid's coordinates, interpolated bilinearly (corners aligned) from the input
     /// grid's: on a uniform grid the reference's coarse meshgrid, in the data's own convention.
     /// (B, n1, n2, p) → (B, n_c1·n_c2, p).
-    fn coarse_positions(&self, fine: &Tensor) -> Result<Tensor> {
-        let size = self.cfg.downscaler_size.map(|s| s[1]).unwrap_or_default();
+    fn coarse_positions(&self, fine: &Tensor, size: [i64; 2]) -> Result<Tensor> {
         let b = fine.size()[0];
         Ok(fine
             .f_permute([0, 3, 1, 2])?
@@ -353,17 +466,19 @@ impl GalerkinTransformer {
     /// `FourierTransformer2D` up to its output before the normaliser and the boundary condition.
     ///
     /// # Shapes
-    /// - `node`: (B, n1, n2, fun_dim); `coarse`: (B, n_c1·n_c2, 2); `fine`: (B, n1, n2, 2)
-    /// - returns: (B, n1, n2, out_dim)
+    /// - `node`: (B, n1, n2, fun_dim) on the input grid; `coarse`: (B, n_c1·n_c2, p), the
+    ///   attention's coordinates; `grid`: (B, o1, o2, p), the output grid's coordinates (the
+    ///   reference's `grid`, read by the decoder)
+    /// - returns: (B, o1, o2, out_dim)
     fn forward_2d(
         &self,
         node: &Tensor,
         coarse: &Tensor,
-        fine: &Tensor,
+        grid: &Tensor,
         train: bool,
     ) -> Result<Tensor> {
         let c = &self.cfg;
-        let (Some(down), Some(up)) = (&self.down, &self.up) else {
+        let Some((down, up, _)) = &self.scalers else {
             return Err(Error::Config(format!(
                 "{ARCH}: the point model has no down- and upscaler"
             )));
@@ -385,21 +500,50 @@ impl GalerkinTransformer {
             .f_permute([0, 3, 1, 2])?;
         let x = up.forward(&x, train)?.f_permute([0, 2, 3, 1])?;
         let x = dropout(&x, c.dropout, train)?;
-        let fc = self
-            .fc
-            .as_ref()
-            .ok_or_else(|| Error::Config(format!("{ARCH}: no regressor.fc")))?;
-        let x = fc.forward(&Tensor::f_cat(&[&x, &fine.f_to_kind(x.kind())?], -1)?)?;
-        self.decoder(&x, train)
+        if grid.size().get(..3) != x.size().get(..3) {
+            return Err(Error::Shape {
+                op: "GalerkinTransformer::forward_2d",
+                expected: format!("the output grid's coordinates {:?}", &x.size()[..3]),
+                got: grid.size(),
+            });
+        }
+        self.decode(&x, Some(grid), train)
     }
 
-    /// The spectral layers and the pointwise head: (B, grid…, C) → (B, grid…, out_dim).
-    fn decoder(&self, x: &Tensor, train: bool) -> Result<Tensor> {
-        let mut x = x.shallow_clone();
-        for layer in &self.spectral {
-            x = layer.forward(&x, train)?;
+    /// The decoder: (B, grid…, C) with the grid's coordinates (B, grid…, p) where it reads them
+    /// (the 2-D model) → (B, grid…, out_dim).
+    fn decode(&self, x: &Tensor, coords: Option<&Tensor>, train: bool) -> Result<Tensor> {
+        match &self.decoder {
+            Decoder::Pointwise(reg) => {
+                let coords = coords.ok_or_else(|| {
+                    Error::Config(format!("{ARCH}: the pointwise decoder reads coordinates"))
+                })?;
+                reg.forward(x, coords, train)
+            }
+            Decoder::Spectral {
+                fc,
+                layers,
+                head0,
+                head2,
+            } => {
+                let mut x = match (fc, coords) {
+                    (Some(fc), Some(p)) => {
+                        fc.forward(&Tensor::f_cat(&[x, &p.f_to_kind(x.kind())?], -1)?)?
+                    }
+                    (None, None) => x.shallow_clone(),
+                    _ => {
+                        return Err(Error::Config(format!(
+                            "{ARCH}: the spectral decoder's regressor.fc and the coordinates go \
+                             together"
+                        )))
+                    }
+                };
+                for layer in layers {
+                    x = layer.forward(&x, train)?;
+                }
+                Ok(head2.forward(&head0.forward(&x)?.f_silu()?)?)
+            }
         }
-        Ok(self.head2.forward(&self.head0.forward(&x)?.f_silu()?)?)
     }
 
     /// The Dirichlet condition (`x[:, 1:-1, 1:-1]` kept, the outer ring 0) when configured.

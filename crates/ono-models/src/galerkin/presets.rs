@@ -3,14 +3,20 @@
 //! by the tests.
 
 use super::config::{
-    AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinModel,
-    ScalerActivation,
+    AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinDecoder,
+    GalerkinModel, OutputGrid, RegressorActivation, ScalerActivation, ScalerGrids,
 };
 use crate::arch::normalize_preset_name;
 use crate::{Error, Result};
 
 /// The preset names.
-pub const NAMES: [&str; 3] = ["burgers", "burgers_fourier", "darcy"];
+pub const NAMES: [&str; 5] = [
+    "burgers",
+    "burgers_fourier",
+    "darcy",
+    "darcy_211",
+    "darcy_inverse",
+];
 
 /// `ex1_burgers` with Galerkin attention: d = 96, H = 1, 4 layers, d_ff 192, freq_dim 48, 16
 /// modes, every dropout 0 (530,305 parameters). η = 0.01: `ex1_burgers.py`'s `--xavier-init`
@@ -30,6 +36,8 @@ pub(crate) fn base() -> GalerkinConfig {
         diagonal_weight: 0.01,
         norm_eps: 1e-5,
         ffn_activation: FfnActivation::Relu,
+        decoder: GalerkinDecoder::Spectral,
+        regressor_activation: RegressorActivation::Silu,
         freq_dim: 48,
         fourier_modes: 16,
         num_regressor_layers: 2,
@@ -38,6 +46,7 @@ pub(crate) fn base() -> GalerkinConfig {
         ffn_dropout: 0.0,
         decoder_dropout: 0.0,
         attention_dropout: AttentionDropout::Training,
+        scaler_grids: None,
         downscaler_size: None,
         upscaler_size: None,
         downscaler_activation: ScalerActivation::Silu,
@@ -60,32 +69,79 @@ pub(crate) fn by_name(name: &str) -> Result<GalerkinConfig> {
             ..base()
         }),
         // ex2_darcy at the paper's 141/43: d = 128, H = 4, 6 layers, d_ff 256, freq_dim 32, 12
-        // modes (2,220,829 parameters). The interpolation sizes are the ones the default
-        // scale-factor path produces (factor 0.555: 141 → 78 → 43, up 77 → 141); norm_eps 1e-7
-        // by ex2_darcy.py's rule (n_f < 211).
-        "darcy" => Ok(GalerkinConfig {
+        // modes (2,220,829 parameters). The interpolation sizes come from the grids by the
+        // reference's default scale-factor path (factor 0.555: 141 → 78 → 43, up 77 → 141);
+        // norm_eps 1e-7 by ex2_darcy.py's rule (n_f < 211).
+        "darcy" => Ok(darcy(141, 43, 1e-7)),
+        // The same at the paper's 211/61 (factor 0.54: 211 → 113 → 61, up 113 → 211); norm_eps
+        // 1e-5 by ex2_darcy.py's rule (Galerkin attention and n_f ≥ 211).
+        "darcy_211" => Ok(darcy(211, 61, 1e-5)),
+        // ex3_darcy_inv at the paper's 141/36: d = 192, H = 4, 6 layers, d_ff 384, Galerkin
+        // attention, η = δ = 0.01, norm_eps 1e-7, every dropout 0.05; the downscaler by the
+        // scale-factor path (factor 0.51: 141 → 71 → 36), the upscaler a conv block at 36×36
+        // (ex3 L74: ((n_c, n_c), (n_c, n_c))), so the output is on the coarse grid; the pointwise
+        // decoder with one SiLU layer; free boundary. ex3 sets no scaler activation: both
+        // default to SiLU in Interp2dEncoder/Interp2dUpsample. 2,383,873 parameters.
+        "darcy_inverse" => Ok(GalerkinConfig {
             model: GalerkinModel::FourierTransformer2d,
             space_dim: 2,
-            n_hidden: 128,
+            n_hidden: 192,
             n_head: 4,
             num_encoder_layers: 6,
-            dim_feedforward: 256,
+            dim_feedforward: 384,
             norm_eps: 1e-7,
-            freq_dim: 32,
-            fourier_modes: 12,
+            decoder: GalerkinDecoder::Pointwise,
+            regressor_activation: RegressorActivation::Silu,
+            num_regressor_layers: 1,
+            dropout: 0.05,
             encoder_dropout: 0.05,
             ffn_dropout: 0.05,
-            downscaler_size: Some([[78, 78], [43, 43]]),
-            upscaler_size: Some([[77, 77], [141, 141]]),
-            downscaler_activation: ScalerActivation::Relu,
+            decoder_dropout: 0.05,
+            scaler_grids: Some(ScalerGrids {
+                fine: 141,
+                coarse: 36,
+                output: OutputGrid::Coarse,
+                scale_factor: true,
+            }),
+            downscaler_activation: ScalerActivation::Silu,
             upscaler_activation: ScalerActivation::Silu,
             downscaler_dropout: 0.05,
-            dirichlet: true,
+            upscaler_dropout: 0.05,
+            dirichlet: false,
             ..base()
         }),
         _ => Err(Error::Config(format!(
             "unknown galerkin preset {name:?}; known: {}",
             NAMES.join(", ")
         ))),
+    }
+}
+
+/// ex2_darcy on the grid pair `fine`/`coarse` with the interpolation sizes of the scale-factor
+/// path, and ex2_darcy.py's norm_eps for that grid.
+fn darcy(fine: i64, coarse: i64, norm_eps: f64) -> GalerkinConfig {
+    GalerkinConfig {
+        model: GalerkinModel::FourierTransformer2d,
+        space_dim: 2,
+        n_hidden: 128,
+        n_head: 4,
+        num_encoder_layers: 6,
+        dim_feedforward: 256,
+        norm_eps,
+        freq_dim: 32,
+        fourier_modes: 12,
+        encoder_dropout: 0.05,
+        ffn_dropout: 0.05,
+        scaler_grids: Some(ScalerGrids {
+            fine,
+            coarse,
+            output: OutputGrid::Fine,
+            scale_factor: true,
+        }),
+        downscaler_activation: ScalerActivation::Relu,
+        upscaler_activation: ScalerActivation::Silu,
+        downscaler_dropout: 0.05,
+        dirichlet: true,
+        ..base()
     }
 }

@@ -5,7 +5,9 @@
 use serde_json::Value;
 use tch::Tensor;
 
-use super::config::{AttentionDropout, GalerkinModel, ScalerActivation};
+use super::config::{
+    AttentionDropout, GalerkinDecoder, GalerkinModel, RegressorActivation, ScalerActivation,
+};
 use super::{FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinTransformer};
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::{Error, Result};
@@ -59,9 +61,11 @@ fn unsupported(what: String) -> Error {
 
 /// The configuration `SimpleTransformer(**kwargs)` builds, with the reference's defaults for
 /// absent keys (`default(...)` in `model.py` and `layers.py`). Options this port does not have
-/// (graph feature extractors, post-LayerNorms, the pointwise decoder, …) are errors.
+/// (graph feature extractors, post-LayerNorms, the pointwise decoder of `SimpleTransformer`, …)
+/// are errors.
 pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
     let kw = &json["constructor_kwargs"];
+    let base = GalerkinConfig::default();
     let two_d = json["model_class"].as_str() == Some("FourierTransformer2D");
     let int = |k: &str| {
         kw[k]
@@ -93,22 +97,23 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
     if flag("spacial_fc") != two_d {
         return Err(unsupported(format!("spacial_fc = {}", flag("spacial_fc"))));
     }
+    let decoder = match (text("decoder_type"), two_d) {
+        (Some("ifft"), false) | (Some("ifft2"), true) => GalerkinDecoder::Spectral,
+        (Some("pointwise"), true) => GalerkinDecoder::Pointwise,
+        (other, _) => return Err(unsupported(format!("decoder_type {other:?}"))),
+    };
     if two_d {
         for k in ["downsample_mode", "upsample_mode"] {
             if text(k) != Some("interp") {
                 return Err(unsupported(format!("{k} {:?}", kw[k])));
             }
         }
-        if kw["last_activation"].as_bool() == Some(false) {
+        if kw["last_activation"].as_bool() == Some(false) && decoder == GalerkinDecoder::Spectral {
             return Err(unsupported("last_activation = false".into()));
         }
     }
     if kw["n_freq_targets"].as_i64().unwrap_or(0) > 0 {
         return Err(unsupported("n_freq_targets > 0".into()));
-    }
-    match (text("decoder_type"), two_d) {
-        (Some("ifft"), false) | (Some("ifft2"), true) => {}
-        (other, _) => return Err(unsupported(format!("decoder_type {other:?}"))),
     }
     if !matches!(text("residual_type"), None | Some("add" | "plus")) {
         return Err(unsupported("residual_type minus".into()));
@@ -116,9 +121,18 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
     if !matches!(text("norm_type"), None | Some("layer")) {
         return Err(unsupported("norm_type instance".into()));
     }
-    if !matches!(text("regressor_activation"), None | Some("silu")) {
-        return Err(unsupported("regressor_activation other than SiLU".into()));
-    }
+    // SpectralRegressor: default(activation, 'silu'), and SiLU is all this port has for it.
+    // PointwiseRegressor: `SiLU() if activation == 'silu' else ReLU()` with no default, so an
+    // unset regressor_activation is ReLU there.
+    let regressor_activation = match (decoder, text("regressor_activation")) {
+        (_, Some("silu")) | (GalerkinDecoder::Spectral, None) => RegressorActivation::Silu,
+        (GalerkinDecoder::Pointwise, _) => RegressorActivation::Relu,
+        (GalerkinDecoder::Spectral, Some(_)) => {
+            return Err(unsupported(
+                "regressor_activation other than SiLU for the spectral decoder".into(),
+            ))
+        }
+    };
     let attention_type = text("attention_type")
         .and_then(GalerkinAttentionKind::from_reference)
         .ok_or_else(|| unsupported(format!("attention_type {:?}", kw["attention_type"])))?;
@@ -172,8 +186,19 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
         // SimpleTransformer does not pass norm_eps to its layers; FourierTransformer2D does.
         norm_eps: if two_d { opt_f("norm_eps", 1e-5) } else { 1e-5 },
         ffn_activation,
-        freq_dim: int("freq_dim")?,
-        fourier_modes: int("fourier_modes")?,
+        decoder,
+        regressor_activation,
+        // The pointwise decoder reads neither (ex3 sets neither); the defaults stand in.
+        freq_dim: match decoder {
+            GalerkinDecoder::Spectral => int("freq_dim")?,
+            GalerkinDecoder::Pointwise => kw["freq_dim"].as_i64().unwrap_or(base.freq_dim),
+        },
+        fourier_modes: match decoder {
+            GalerkinDecoder::Spectral => int("fourier_modes")?,
+            GalerkinDecoder::Pointwise => {
+                kw["fourier_modes"].as_i64().unwrap_or(base.fourier_modes)
+            }
+        },
         num_regressor_layers: kw["num_regressor_layers"].as_i64().unwrap_or(2) as usize,
         dropout: opt_f("dropout", 0.05),
         encoder_dropout,
@@ -181,6 +206,7 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
         decoder_dropout: opt_f("decoder_dropout", 0.1),
         // The fixtures are made with the defective call removed (their README).
         attention_dropout: AttentionDropout::Training,
+        scaler_grids: None,
         downscaler_size,
         upscaler_size,
         downscaler_activation: activation(kw, "downscaler_activation")?,
@@ -192,9 +218,10 @@ pub(super) fn config(json: &Value) -> Result<GalerkinConfig> {
 }
 
 /// `model(node, None, pos, grid)['preds']`. 1-D: node (B, n, node_feats), pos (B, n, pos_dim).
-/// 2-D: node (B, n_f, n_f, node_feats), pos (B, n_c², 2) the coarse grid, grid (B, n_f, n_f, 2),
-/// and the y-normaliser (`normalizer_y.mean`, `.std`, (n_f, n_f, 1)) the reference applies inside
-/// the model, x·(std + 1e-5) + mean, before the boundary condition.
+/// 2-D: node (B, n_f, n_f, node_feats), pos (B, n_c², 2) the coarse grid, grid (B, o, o, 2) the
+/// output grid (the fine grid, or the coarse one in the inverse problem), and the y-normaliser
+/// (`normalizer_y.mean`, `.std`, (o, o, 1)) the reference applies inside the model,
+/// x·(std + 1e-5) + mean, before the boundary condition.
 pub(super) fn forward(
     model: &GalerkinTransformer,
     inputs: &NamedTensors,
