@@ -1,0 +1,74 @@
+//! The experiment files shipped in `experiments/` parse, validate, and build the models they name
+//! at the published parameter counts (the paper's settings cannot be run in a test; their files
+//! must at least be runnable).
+
+use std::path::Path;
+
+use ono_models::{DataDims, Model};
+use ono_train::config::TrainConfig;
+use tch::{Device, Kind};
+
+/// (file, the data's dimensions, the reference's parameter count when the file names one).
+const GALERKIN: [(&str, (i64, i64), Option<i64>); 9] = [
+    ("burgers.toml", (1, 1), Some(530_305)),
+    ("burgers_fourier.toml", (1, 1), Some(530_305)),
+    ("darcy_141_43.toml", (2, 1), Some(2_220_829)),
+    ("darcy_211_61.toml", (2, 1), Some(2_220_829)),
+    (
+        "darcy_inverse_141_36_noise0.01.toml",
+        (2, 1),
+        Some(2_383_873),
+    ),
+    (
+        "darcy_inverse_141_36_noise0.1.toml",
+        (2, 1),
+        Some(2_383_873),
+    ),
+    (
+        "darcy_inverse_211_71_noise0.01.toml",
+        (2, 1),
+        Some(2_383_873),
+    ),
+    (
+        "darcy_inverse_211_71_noise0.1.toml",
+        (2, 1),
+        Some(2_383_873),
+    ),
+    ("ns2d.toml", (2, 10), None),
+];
+
+#[test]
+fn galerkin_experiment_files_build_the_published_models() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/galerkin");
+    let shipped = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "toml")
+        })
+        .count();
+    assert_eq!(
+        shipped,
+        GALERKIN.len(),
+        "a file without a check (or a check without a file)"
+    );
+    for (file, (space_dim, fun_dim), count) in GALERKIN {
+        let cfg = TrainConfig::from_file(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(cfg.model.arch, "galerkin", "{file}");
+        let model_cfg = cfg
+            .model_config(DataDims {
+                space_dim,
+                fun_dim,
+                out_dim: 1,
+                time_input: false,
+            })
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let model = Model::new(&model_cfg, Device::Cpu, Kind::Float).unwrap();
+        if let Some(n) = count {
+            assert_eq!(model.parameter_count(), n, "{file}");
+        }
+    }
+}
