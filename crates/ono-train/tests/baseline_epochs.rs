@@ -150,9 +150,11 @@ fn ffno_and_ufno_train_one_epoch_on_their_benchmarks() {
 }
 
 #[test]
-fn galerkin_trains_one_epoch_on_burgers() {
+fn galerkin_trains_one_epoch_on_burgers_and_ns2d() {
     // SimpleTransformer on the Burgers points (the Fourier and Galerkin attentions).
     let small = "n_hidden = 16\nn_head = 2\nnum_encoder_layers = 1\ndim_feedforward = 32\nfreq_dim = 8\nnum_regressor_layers = 1\nfourier_modes = 4";
     one_epoch("galerkin", "burgers", small, Benchmark::Burgers, "");
     one_epoch("galerkin", "burgers_fourier", small, Benchmark::Burgers, "");
+    // The same model on NS2d's 2-D grid, rolled out autoregressively (experiments/galerkin/ns2d.toml).
+    one_epoch("galerkin", "burgers", small, Benchmark::Ns2d, "");
 }
