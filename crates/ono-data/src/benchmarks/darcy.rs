@@ -111,12 +111,9 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         "resolution: r = {r}, s = {s} ({} points per sample)",
         s * s
     ));
-    notes.push(format!(
-        "train: {} {} of {total_train}; test: {} {} of {total_test}",
-        train_path.file_name().unwrap_or_default().to_string_lossy(),
-        Take::First(ntrain).describe(total_train),
-        test_path.file_name().unwrap_or_default().to_string_lossy(),
-        Take::First(ntest).describe(total_test),
+    notes.push(split_note(
+        (&train_path, Take::First(ntrain), total_train),
+        (&test_path, Take::First(ntest), total_test),
     ));
     // The papers use 12 / 3; the public demo.m draws 12 / 4. Report what the files hold.
     let values = distinct_values(&a_train.f_narrow(0, 0, 1)?, 8)?;
@@ -202,14 +199,27 @@ fn load_galerkin(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         files: vec![train_path.clone(), test_path.clone()],
         notes: vec![
             format!("Galerkin layout: fine grid {n}×{n} (r = {r})"),
-            format!(
-                "train: {} {}; test: {} {}",
-                train_path.file_name().unwrap_or_default().to_string_lossy(),
-                tr.describe(total_train),
-                test_path.file_name().unwrap_or_default().to_string_lossy(),
-                te.describe(total_test),
-            ),
+            split_note((&train_path, tr, total_train), (&test_path, te, total_test)),
             "aux: ∂u/∂row, ∂u/∂column (on the full grid, then subsampled), raw coefficient".into(),
         ],
     })
+}
+
+/// Which samples of which file each split holds, for `ono data info`.
+pub(super) fn split_note(train: (&Path, Take, usize), test: (&Path, Take, usize)) -> String {
+    let name = |p: &Path| {
+        p.file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string()
+    };
+    format!(
+        "train: {} {} of {}; test: {} {} of {}",
+        name(train.0),
+        train.1.describe(train.2),
+        train.2,
+        name(test.0),
+        test.1.describe(test.2),
+        test.2
+    )
 }

@@ -21,7 +21,7 @@ use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use tch::{Kind, Tensor};
 
-use super::darcy::{files, read_full};
+use super::darcy::{files, read_full, split_note};
 use super::{Benchmark, LoadOptions, Loaded, Take};
 use crate::dataset::{grid_positions_2d, mix, Split, TensorDataset};
 use crate::normalizer::{Normalizer, NormalizerKind};
@@ -107,13 +107,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             format!(
                 "target: the coefficient pooled to the coarse grid {m}×{m} (coarse_r = {coarse_r})"
             ),
-            format!(
-                "train: {} {}; test: {} {}",
-                train_path.file_name().unwrap_or_default().to_string_lossy(),
-                tr.describe(total_train),
-                test_path.file_name().unwrap_or_default().to_string_lossy(),
-                te.describe(total_test),
-            ),
+            split_note((&train_path, tr, total_train), (&test_path, te, total_test)),
         ],
     })
 }
