@@ -59,8 +59,8 @@ pub fn run(
     let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
     // The grid of the evaluated data: another resolution than the training data's is fine
     // (pointwise normalizers are interpolated onto it).
-    let (x_norm, y_norm) = p.normalizers_for(ds.grid.as_deref(), ds.query_grid.as_deref())?;
-    let split = normalized(&ds.test, &x_norm, dev, p.kind())?;
+    let (norms, y_norm) = p.normalizers_for(ds.grid.as_deref(), ds.query_grid.as_deref())?;
+    let split = normalized(&ds.test, &norms, dev, p.kind())?;
     let errs = evaluate(
         &p.model,
         &y_norm,

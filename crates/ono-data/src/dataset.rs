@@ -32,6 +32,31 @@ pub struct Split {
     pub query: Option<Tensor>,
     /// Loss-only channels at the target points, (S, M, Ca).
     pub aux: Option<Tensor>,
+    /// Global parameters of each sample (GNOT's θ), (S, n_θ).
+    pub theta: Option<Tensor>,
+    /// Input functions on their own points (GNOT's branches), each zero-padded.
+    pub functions: Vec<FunctionSplit>,
+    /// Real points of each sample when samples differ in size: the first `lengths[s]` rows of
+    /// `pos`, `fx`, `y` and `aux` are real, the rest zero padding. `None`: all N are real.
+    pub lengths: Option<Vec<i64>>,
+}
+
+/// One input function of a split, on its own points.
+#[derive(Debug)]
+pub struct FunctionSplit {
+    /// (S, L, c): each row is a point's features (GNOT's (x_i, f(x_i))), zero-padded.
+    pub values: Tensor,
+    /// Real rows of each sample (the first `lengths[s]`); `None`: all L.
+    pub lengths: Option<Vec<i64>>,
+}
+
+/// One input function of a batch.
+#[derive(Debug)]
+pub struct FunctionBatch {
+    /// (B, L_b, c), padded to the batch's longest sample.
+    pub values: Tensor,
+    /// (B, L_b) bool, true on real rows; `None` when every row is real.
+    pub mask: Option<Tensor>,
 }
 
 /// A batch on the training device.
@@ -47,6 +72,42 @@ pub struct Batch {
     pub query: Option<Tensor>,
     /// (B, M, Ca)
     pub aux: Option<Tensor>,
+    /// (B, N) bool, true on each sample's real points, when the samples differ in size (the
+    /// batch is then padded to its longest sample, as GNOT's `pad_sequence`).
+    pub mask: Option<Tensor>,
+    /// (B, n_θ)
+    pub theta: Option<Tensor>,
+    /// The input functions on their own points.
+    pub functions: Vec<FunctionBatch>,
+}
+
+/// The mask of the first `lengths[b]` of `n` rows, (B, n) bool on `device`; `None` when all
+/// rows of every sample are real.
+fn length_mask(lengths: &[i64], n: i64, device: Device) -> Result<Option<Tensor>> {
+    if lengths.iter().all(|&l| l == n) {
+        return Ok(None);
+    }
+    let flags: Vec<bool> = lengths
+        .iter()
+        .flat_map(|&l| (0..n).map(move |i| i < l))
+        .collect();
+    Ok(Some(
+        Tensor::from_slice(&flags)
+            .f_reshape([lengths.len() as i64, n])?
+            .f_to_device(device)?,
+    ))
+}
+
+/// Checks per-sample lengths against a padded axis of size `n` for `s` samples.
+fn check_lengths(lengths: &[i64], s: i64, n: i64, what: &str) -> std::result::Result<(), String> {
+    if lengths.len() as i64 != s || lengths.iter().any(|&l| l < 0 || l > n) {
+        return Err(format!(
+            "{what}: {} lengths for {s} samples, each in [0, {n}] (got {:?}…)",
+            lengths.len(),
+            &lengths[..lengths.len().min(4)]
+        ));
+    }
+    Ok(())
 }
 
 impl Split {
@@ -58,6 +119,9 @@ impl Split {
             pos,
             query: None,
             aux: None,
+            theta: None,
+            functions: Vec::new(),
+            lengths: None,
         }
     }
 
@@ -108,11 +172,47 @@ impl Split {
                 ));
             }
         }
+        if let Some(l) = &self.lengths {
+            if self.query.is_some() || y.len() != 3 {
+                return bad("samples of different sizes take steady targets on their own points (no query, no time axis)".into());
+            }
+            check_lengths(l, fx[0], fx[1], "lengths").or_else(bad)?;
+            if l.iter().any(|&n| n == 0) {
+                return bad("a sample without points".into());
+            }
+        }
+        if let Some(t) = &self.theta {
+            if t.dim() != 2 || t.size()[0] != fx[0] {
+                return bad(format!(
+                    "theta must be ({}, n_θ), got {:?}",
+                    fx[0],
+                    t.size()
+                ));
+            }
+        }
+        for (j, f) in self.functions.iter().enumerate() {
+            let v = f.values.size();
+            if v.len() != 3 || v[0] != fx[0] || v[2] == 0 {
+                return bad(format!(
+                    "input function {j} must be ({}, L, c) with c > 0, got {v:?}",
+                    fx[0]
+                ));
+            }
+            if let Some(l) = &f.lengths {
+                check_lengths(l, v[0], v[1], &format!("input function {j}")).or_else(bad)?;
+            }
+        }
         let extra = self
             .query
             .iter()
             .map(|q| ("query", q))
-            .chain(self.aux.iter().map(|a| ("aux", a)));
+            .chain(self.aux.iter().map(|a| ("aux", a)))
+            .chain(self.theta.iter().map(|t| ("theta", t)))
+            .chain(
+                self.functions
+                    .iter()
+                    .map(|f| ("an input function", &f.values)),
+            );
         for (name, t) in [("fx", &self.fx), ("y", &self.y), ("pos", &self.pos)]
             .into_iter()
             .chain(extra)
@@ -166,6 +266,22 @@ impl Split {
             pos: first(&self.pos)?,
             query: self.query.as_ref().map(first).transpose()?,
             aux: self.aux.as_ref().map(|a| a.f_narrow(0, 0, n)).transpose()?,
+            theta: self
+                .theta
+                .as_ref()
+                .map(|t| t.f_narrow(0, 0, n))
+                .transpose()?,
+            functions: self
+                .functions
+                .iter()
+                .map(|f| {
+                    Ok(FunctionSplit {
+                        values: f.values.f_narrow(0, 0, n)?,
+                        lengths: f.lengths.as_ref().map(|l| l[..n as usize].to_vec()),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+            lengths: self.lengths.as_ref().map(|l| l[..n as usize].to_vec()),
         })
     }
 
@@ -188,12 +304,59 @@ impl Split {
                 pick(t)
             }
         };
+        // Samples of different sizes: padded to the longest of this batch, as GNOT's collate.
+        let picked_lengths = |l: &Option<Vec<i64>>, n: i64| -> Vec<i64> {
+            match l {
+                Some(l) => indices.iter().map(|&i| l[i as usize]).collect(),
+                None => vec![n; indices.len()],
+            }
+        };
+        let n = self.fx.size()[1];
+        let lengths = picked_lengths(&self.lengths, n);
+        let nb = lengths.iter().copied().max().unwrap_or(n);
+        let trim =
+            |t: Tensor| -> Result<Tensor> { Ok(if nb < n { t.f_narrow(1, 0, nb)? } else { t }) };
+        let functions = self
+            .functions
+            .iter()
+            .map(|f| {
+                let l = f.values.size()[1];
+                let lens = picked_lengths(&f.lengths, l);
+                let lb = lens.iter().copied().max().unwrap_or(l);
+                let values = pick(&f.values)?;
+                Ok(FunctionBatch {
+                    values: if lb < l {
+                        values.f_narrow(1, 0, lb)?
+                    } else {
+                        values
+                    },
+                    mask: length_mask(&lens, lb, device)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Batch {
-            pos: points(&self.pos)?,
-            fx: pick(&self.fx)?,
-            y: pick(&self.y)?,
+            pos: trim(points(&self.pos)?)?,
+            fx: trim(pick(&self.fx)?)?,
+            y: if self.lengths.is_some() {
+                trim(pick(&self.y)?)?
+            } else {
+                pick(&self.y)?
+            },
             query: self.query.as_ref().map(points).transpose()?,
-            aux: self.aux.as_ref().map(pick).transpose()?,
+            aux: self
+                .aux
+                .as_ref()
+                .map(|a| {
+                    if self.lengths.is_some() {
+                        trim(pick(a)?)
+                    } else {
+                        pick(a)
+                    }
+                })
+                .transpose()?,
+            mask: length_mask(&lengths, nb, device)?,
+            theta: self.theta.as_ref().map(pick).transpose()?,
+            functions,
         })
     }
 }
@@ -242,6 +405,23 @@ impl TensorDataset {
             return Err(Error::Invalid(format!(
                 "train and test disagree on query points ({qa} / {qb}) or aux channels ({aa:?} / {ab:?})"
             )));
+        }
+        let widths = |s: &Split| -> (Option<i64>, Vec<i64>) {
+            (
+                s.theta.as_ref().map(|t| t.size()[1]),
+                s.functions.iter().map(|f| f.values.size()[2]).collect(),
+            )
+        };
+        let (wa, wb) = (widths(&self.train), widths(&self.test));
+        if wa != wb {
+            return Err(Error::Invalid(format!(
+                "train and test disagree on θ or the input functions' widths: {wa:?} / {wb:?}"
+            )));
+        }
+        if self.grid.is_some() && (self.train.lengths.is_some() || self.test.lengths.is_some()) {
+            return Err(Error::Invalid(
+                "samples of different sizes are not a grid".into(),
+            ));
         }
         match (&self.query_grid, qa) {
             (Some(g), true) => {
@@ -299,13 +479,36 @@ impl TensorDataset {
                 pos: take(&format!("{s}.pos"))?,
                 query: None,
                 aux: None,
+                theta: None,
+                functions: Vec::new(),
+                lengths: None,
             })
         };
         let mut train = split(&mut take, "train")?;
         let mut test = split(&mut take, "test")?;
+        let lengths = |t: Tensor| -> Result<Vec<i64>> {
+            Ok(Vec::<i64>::try_from(
+                t.f_to_kind(Kind::Int64)?.f_reshape([-1])?,
+            )?)
+        };
         for (s, split) in [("train", &mut train), ("test", &mut test)] {
             split.query = map.remove(&format!("{s}.query"));
             split.aux = map.remove(&format!("{s}.aux"));
+            split.theta = map.remove(&format!("{s}.theta"));
+            split.lengths = map
+                .remove(&format!("{s}.lengths"))
+                .map(lengths)
+                .transpose()?;
+            for j in 0.. {
+                let Some(values) = map.remove(&format!("{s}.f{j}")) else {
+                    break;
+                };
+                let lens = map.remove(&format!("{s}.f{j}.lengths"));
+                split.functions.push(FunctionSplit {
+                    values,
+                    lengths: lens.map(lengths).transpose()?,
+                });
+            }
         }
         let mut shape = |k: &str| -> Result<Option<Vec<i64>>> {
             match map.remove(k) {
@@ -338,9 +541,22 @@ impl TensorDataset {
             named.push((format!("{s}.fx"), split.fx.f_contiguous()?));
             named.push((format!("{s}.y"), split.y.f_contiguous()?));
             named.push((format!("{s}.pos"), split.pos.f_contiguous()?));
-            for (k, t) in [("query", &split.query), ("aux", &split.aux)] {
+            for (k, t) in [
+                ("query", &split.query),
+                ("aux", &split.aux),
+                ("theta", &split.theta),
+            ] {
                 if let Some(t) = t {
                     named.push((format!("{s}.{k}"), t.f_contiguous()?));
+                }
+            }
+            if let Some(l) = &split.lengths {
+                named.push((format!("{s}.lengths"), Tensor::from_slice(l)));
+            }
+            for (j, f) in split.functions.iter().enumerate() {
+                named.push((format!("{s}.f{j}"), f.values.f_contiguous()?));
+                if let Some(l) = &f.lengths {
+                    named.push((format!("{s}.f{j}.lengths"), Tensor::from_slice(l)));
                 }
             }
         }
@@ -491,5 +707,84 @@ mod tests {
         let mut nan = dataset(4, 1);
         let _ = nan.test.aux.as_mut().unwrap().get(0).fill_(f64::NAN);
         assert!(nan.validate().unwrap_err().to_string().contains("aux"));
+    }
+
+    /// Samples of different sizes are batched as GNOT's collate: padded to the batch's longest
+    /// sample (not the split's), with a mask of the real points, for the points and for each
+    /// input function separately; θ is picked per sample; all survive the file.
+    #[test]
+    fn ragged_batches_are_padded_to_their_own_longest_sample() {
+        let opts = (Kind::Double, Device::Cpu);
+        let mut sp = Split::new(
+            Tensor::arange(3 * 5, opts).reshape([3, 5, 1]),
+            Tensor::ones([3, 5, 2], opts),
+            Tensor::zeros([3, 5, 2], opts),
+        );
+        sp.lengths = Some(vec![5, 2, 3]);
+        sp.theta = Some(Tensor::arange(6, opts).reshape([3, 2]));
+        sp.functions.push(FunctionSplit {
+            values: Tensor::ones([3, 4, 3], opts),
+            lengths: Some(vec![1, 4, 2]),
+        });
+        sp.validate("ragged").unwrap();
+        let b = sp.batch(&[2, 1], Device::Cpu, Kind::Float).unwrap();
+        assert_eq!(b.fx.size(), vec![2, 3, 1]);
+        assert_eq!(b.y.size(), vec![2, 3, 2]);
+        let mask = Vec::<bool>::try_from(b.mask.unwrap().reshape([-1])).unwrap();
+        assert_eq!(mask, [true, true, true, true, true, false]);
+        assert_eq!(
+            Vec::<f32>::try_from(b.theta.unwrap().reshape([-1])).unwrap(),
+            [4., 5., 2., 3.]
+        );
+        let f = &b.functions[0];
+        assert_eq!(f.values.size(), vec![2, 4, 3]);
+        let fm = Vec::<bool>::try_from(f.mask.as_ref().unwrap().reshape([-1])).unwrap();
+        assert_eq!(fm, [true, true, false, false, true, true, true, true]);
+        // A batch of the longest sample alone has no padding and no mask.
+        let one = sp.batch(&[0], Device::Cpu, Kind::Float).unwrap();
+        assert!(one.mask.is_none() && one.fx.size() == [1, 5, 1]);
+
+        let ds = TensorDataset {
+            train: sp,
+            test: Split {
+                lengths: Some(vec![1]),
+                theta: Some(Tensor::zeros([1, 2], opts)),
+                functions: vec![FunctionSplit {
+                    values: Tensor::ones([1, 2, 3], opts),
+                    lengths: None,
+                }],
+                ..Split::new(
+                    Tensor::ones([1, 2, 1], opts),
+                    Tensor::ones([1, 2, 2], opts),
+                    Tensor::zeros([1, 2, 2], opts),
+                )
+            },
+            grid: None,
+            query_grid: None,
+        };
+        let path =
+            std::env::temp_dir().join(format!("ono-ragged-{}.safetensors", std::process::id()));
+        ds.write(&path).unwrap();
+        let back = TensorDataset::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(back.train.lengths, Some(vec![5, 2, 3]));
+        assert_eq!(back.train.functions[0].lengths, Some(vec![1, 4, 2]));
+        assert!(back.test.functions[0].lengths.is_none());
+        assert!(back
+            .train
+            .theta
+            .unwrap()
+            .equal(ds.train.theta.as_ref().unwrap()));
+
+        // Lengths beyond the padded size, or an empty sample, are refused.
+        let mut bad = Split::new(
+            Tensor::ones([2, 3, 1], opts),
+            Tensor::ones([2, 3, 1], opts),
+            Tensor::zeros([2, 3, 1], opts),
+        );
+        bad.lengths = Some(vec![4, 1]);
+        assert!(bad.validate("bad").is_err());
+        bad.lengths = Some(vec![0, 1]);
+        assert!(bad.validate("bad").is_err());
     }
 }

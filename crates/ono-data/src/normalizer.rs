@@ -102,6 +102,45 @@ impl Normalizer {
         Ok(Self { kind, mean, std })
     }
 
+    /// [`Normalizer::fit`] on the real points of zero-padded samples: sample s holds
+    /// `lengths[s]` real rows, then padding, which must not count (GNOT's `UnitTransformer` is
+    /// fitted on the concatenated points of all samples). Pointwise kinds are refused: samples of
+    /// different sizes share no points. Without `lengths`, [`Normalizer::fit`].
+    ///
+    /// # Shapes
+    /// - `train`: (S, N, C); `lengths`: S counts ≤ N
+    pub fn fit_points(
+        kind: NormalizerKind,
+        train: &Tensor,
+        lengths: Option<&[i64]>,
+    ) -> Result<Self> {
+        let Some(lengths) = lengths else {
+            return Self::fit(kind, train);
+        };
+        if kind.is_pointwise() {
+            return Err(Error::Invalid(format!(
+                "normalizer: {kind:?} keeps statistics per point, which samples of different sizes do not share; use unit"
+            )));
+        }
+        let sz = train.size();
+        if sz.len() != 3
+            || lengths.len() as i64 != sz[0]
+            || lengths.iter().any(|&l| l < 1 || l > sz[1])
+        {
+            return Err(Error::Shape {
+                op: "Normalizer::fit_points",
+                expected: format!("(S, N, C) with {} lengths in [1, N]", lengths.len()),
+                got: sz,
+            });
+        }
+        let rows = lengths
+            .iter()
+            .enumerate()
+            .map(|(s, &l)| train.f_select(0, s as i64)?.f_narrow(0, 0, l))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Self::fit(kind, &Tensor::f_cat(&rows, 0)?.f_unsqueeze(0)?)
+    }
+
     /// The normalizer for data on the grid `to` when it was fitted on the grid `from`: a
     /// pointwise (`gaussian`) normalizer's mean and std fields are interpolated (linear per axis,
     /// grid nodes at both ends as the data's `linspace(0, 1, n)` grids) so that a model trained
@@ -200,6 +239,14 @@ impl Normalizer {
         prefix: &str,
         tensors: &BTreeMap<String, Tensor>,
     ) -> Result<Self> {
+        // Identity normalizers were not always saved (older checkpoints predate some fields).
+        if kind == NormalizerKind::None && !tensors.contains_key(&format!("{prefix}mean")) {
+            return Ok(Self {
+                kind,
+                mean: Tensor::f_zeros([1], (Kind::Float, tch::Device::Cpu))?,
+                std: Tensor::f_ones([1], (Kind::Float, tch::Device::Cpu))?,
+            });
+        }
         let get = |k: &str| {
             tensors
                 .get(&format!("{prefix}{k}"))

@@ -240,6 +240,40 @@ impl PointCloudSplit {
         }
     }
 
+    /// The split as one zero-padded [`Split`](crate::dataset::Split) (CPU, the samples' float
+    /// kind), with the per-sample point counts (`lengths`) that let its batches be padded to
+    /// their own longest sample, as [`PointCloudSplit::batch`] and GNOT's collate do: the trainer
+    /// takes point clouds this way.
+    pub fn to_split(&self) -> Result<crate::dataset::Split> {
+        use crate::dataset::{FunctionSplit, Split};
+        let kind = self
+            .samples
+            .first()
+            .map(|s| s.pos.kind())
+            .ok_or_else(|| Error::Config {
+                what: "point cloud split".into(),
+                msg: "has no samples".into(),
+            })?;
+        let all: Vec<i64> = (0..self.samples.len() as i64).collect();
+        let b = self.batch(&all, Device::Cpu, kind)?;
+        let ragged = |l: Vec<i64>| -> Option<Vec<i64>> {
+            let max = l.iter().copied().max().unwrap_or(0);
+            (l.iter().any(|&n| n != max)).then_some(l)
+        };
+        let mut split = Split::new(b.fx, b.y, b.pos);
+        split.lengths = ragged(b.lengths);
+        split.theta = b.theta;
+        split.functions = b
+            .funcs
+            .into_iter()
+            .map(|f| FunctionSplit {
+                values: f.values,
+                lengths: ragged(f.lengths),
+            })
+            .collect();
+        Ok(split)
+    }
+
     /// The samples at `indices` (in that order; repeats allowed), zero-padded to the largest of
     /// them, cast to `kind` (a floating kind) and moved to `device`. Sample b's N_b points are
     /// rows 0..N_b of batch row b; `mask` marks exactly those. Input functions are padded the

@@ -10,16 +10,19 @@ use crate::{Error, Result};
 
 /// The dimensions a model takes from its data: set by the trainer before building, so a preset
 /// fits any data set of its kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DataDims {
     /// Coordinate channels of the positions.
     pub space_dim: i64,
-    /// Channels of the input function at the points.
+    /// Channels of the input function at the points (global parameters θ included: the trainer
+    /// appends them to it at every point).
     pub fun_dim: i64,
     /// Output channels.
     pub out_dim: i64,
     /// Whether each sample comes with a time value (B, 1).
     pub time_input: bool,
+    /// Channels of each input function on its own points (GNOT's branches), in order.
+    pub functions: Vec<i64>,
 }
 
 /// What a configuration of one architecture provides. The associated functions (`Sized`) give

@@ -70,6 +70,7 @@ fn every_architecture_has_presets_and_takes_the_data_dimensions() {
                 fun_dim: 4,
                 out_dim: 3,
                 time_input: false,
+                functions: Vec::new(),
             });
             cfg.validate().unwrap();
             let v = cfg.fields().unwrap();

@@ -52,7 +52,7 @@ impl std::str::FromStr for StepRecipe {
 
 /// The shapes a step is timed at: those of an ONO preset's benchmark (points per sample, batch
 /// size, input and output channels, a time input), named like the preset.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StepShapes {
     /// The ONO preset (and so the benchmark) the shapes come from.
     pub preset: Preset,
@@ -93,6 +93,7 @@ impl StepShapes {
                 fun_dim: cfg.fun_dim,
                 out_dim: cfg.out_dim,
                 time_input: cfg.time_input,
+                functions: Vec::new(),
             },
         }
     }
@@ -156,7 +157,7 @@ pub fn bench_step(
         return Err(Error::config("--steps", "must be at least 1"));
     }
     let mut config = config.clone();
-    config.set_data_dims(shapes.dims);
+    config.set_data_dims(shapes.dims.clone());
     tch::manual_seed(0);
     let model = Model::new(&config, device, Kind::Float)?;
     if recompute && !model.operator().supports_recompute() {
@@ -186,7 +187,7 @@ pub fn bench_step(
         ),
     };
     let mut opt = AdamW::new(model.var_store(), hp)?;
-    let (b, n, d) = (shapes.batch, shapes.points, shapes.dims);
+    let (b, n, d) = (shapes.batch, shapes.points, shapes.dims.clone());
     let opts = (Kind::Float, device);
     let pos = Tensor::f_rand([b, n, d.space_dim], opts)?;
     let fx = Tensor::f_randn([b, n, d.fun_dim], opts)?;

@@ -71,6 +71,12 @@ pub struct TrainState {
     /// How samples were fed.
     pub regime: crate::regime::Regime,
     /// Normalizer of the inputs.
+    /// Normalizer of the positions (absent in checkpoints written before it existed).
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub normalize_pos: NormalizerKind,
+    /// Normalizer of θ.
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub normalize_theta: NormalizerKind,
     pub normalize_x: NormalizerKind,
     /// Normalizer of the targets.
     pub normalize_y: NormalizerKind,
@@ -152,4 +158,8 @@ impl Checkpoint {
             })
             .collect()
     }
+}
+
+fn is_plain(k: &NormalizerKind) -> bool {
+    *k == NormalizerKind::None
 }

@@ -103,9 +103,18 @@ pub struct DataSection {
     #[serde(default)]
     pub path: Option<PathBuf>,
     /// A published benchmark (`darcy`, `ns2d`, `burgers`, `airfoil`, `pipe`, `elasticity`,
-    /// `elasticity_grid`, `plasticity`).
+    /// `elasticity_grid`, `plasticity`, `darcy_inverse`).
     #[serde(default)]
     pub benchmark: Option<String>,
+    /// Point clouds whose samples differ in size (GNOT's multi-input-output files: a pickle or
+    /// its converted .npz per split), relative to the config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_clouds: Option<PointCloudFiles>,
+    /// Present the input function at the points to the model as an input function on its own
+    /// points, rows (x, f(x)) (how GNOT takes the standard benchmarks: its branch), instead of
+    /// as channels at the points.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fx_as_function: bool,
     /// Where the benchmark's files are (default `$ONO_DATA_DIR`, else `./data`); relative to the
     /// config.
     #[serde(default)]
@@ -134,6 +143,12 @@ pub struct DataSection {
     /// Normalizer of the targets (the loss is computed on decoded values, as ONO).
     #[serde(default)]
     pub normalize_y: Option<NormalizerKind>,
+    /// Normalizer of the positions (GNOT normalizes its query coordinates; `none` or `unit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalize_pos: Option<NormalizerKind>,
+    /// Normalizer of the global parameters θ (`none` or `unit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub normalize_theta: Option<NormalizerKind>,
     /// Steady, autoregressive or per time step.
     #[serde(default)]
     pub regime: Option<Regime>,
@@ -147,6 +162,14 @@ fn yes() -> bool {
     true
 }
 
+/// The two files of a point-cloud data set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PointCloudFiles {
+    pub train: PathBuf,
+    pub test: PathBuf,
+}
+
 /// The training loss.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -157,8 +180,9 @@ pub struct LossSection {
     /// Weight α of ONO Darcy's derivative term (0.1 in the reference Darcy script; needs a 2-D
     /// square grid). Unset: the benchmark's value, 0 for a dataset file.
     pub derivative_alpha: Option<f64>,
-    /// `rel_l2` (the relative L2, with ONO Darcy's derivative term when `derivative_alpha` > 0)
-    /// or `galerkin_h1` (the Galerkin Transformer's `WeightedL2Loss` / `WeightedL2Loss2d`: the
+    /// `rel_l2` (the relative L2, with ONO Darcy's derivative term when `derivative_alpha` > 0),
+    /// `gnot` (GNOT's per-channel relative L2 on normalized targets, a batch mean) or
+    /// `galerkin_h1` (the Galerkin Transformer's `WeightedL2Loss` / `WeightedL2Loss2d`: the
     /// batch mean of √ of the relative squared error plus the H¹ term weighted by `h1_gamma`,
     /// whose target derivatives the data carry as `aux`). Unset: the benchmark's recipe
     /// (`galerkin_h1` in the Galerkin layout), else `rel_l2`.
@@ -189,6 +213,9 @@ pub enum LossKind {
     RelL2,
     /// The Galerkin Transformer's `WeightedL2Loss` (1-D) / `WeightedL2Loss2d` (2-D).
     GalerkinH1,
+    /// GNOT's `WeightedLpRelLoss(p=2)`: per sample and channel √(Σ(ŷ−y)²/Σy²) over the real
+    /// points, averaged over samples × channels, on normalized targets.
+    Gnot,
 }
 
 /// Batch reduction of the relative L2.
@@ -395,9 +422,15 @@ impl TrainConfig {
             e => e,
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        for p in [&mut cfg.data.path, &mut cfg.data.data_dir]
+        let clouds = cfg
+            .data
+            .point_clouds
+            .as_mut()
+            .map(|c| [&mut c.train, &mut c.test]);
+        for p in [cfg.data.path.as_mut(), cfg.data.data_dir.as_mut()]
             .into_iter()
             .flatten()
+            .chain(clouds.into_iter().flatten())
         {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -431,16 +464,20 @@ impl TrainConfig {
             return Err(Error::config("threads", "must be ≥ 0"));
         }
         self.device()?;
-        match (&self.data.path, &self.data.benchmark) {
-            (Some(_), None) => {}
-            (None, Some(b)) => {
+        match (
+            &self.data.path,
+            &self.data.benchmark,
+            &self.data.point_clouds,
+        ) {
+            (Some(_), None, None) | (None, None, Some(_)) => {}
+            (None, Some(b), None) => {
                 b.parse::<Benchmark>()
                     .map_err(|e: ono_data::Error| Error::invalid("data.benchmark", e))?;
             }
             _ => {
                 return Err(Error::config(
                     "data",
-                    "give exactly one of `path` (a dataset file) and `benchmark` (a published benchmark)",
+                    "give exactly one of `path` (a dataset file), `benchmark` (a published benchmark) and `point_clouds` (train and test point-cloud files)",
                 ))
             }
         }
@@ -462,6 +499,14 @@ impl TrainConfig {
         let g = self.loss.h1_gamma.unwrap_or(0.0);
         if !(g.is_finite() && g >= 0.0) {
             return Err(Error::config("loss.h1_gamma", "must be finite and ≥ 0"));
+        }
+        for (k, v) in [
+            ("data.normalize_pos", self.data.normalize_pos),
+            ("data.normalize_theta", self.data.normalize_theta),
+        ] {
+            if v.is_some_and(|v| v.is_pointwise()) {
+                return Err(Error::config(k, "must be none or unit (per channel)"));
+            }
         }
         if let Some(noise) = self.data.noise {
             if !(noise.is_finite() && noise >= 0.0) {

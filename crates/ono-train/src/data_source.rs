@@ -2,7 +2,7 @@
 //! file leaves unset filled from the benchmark's recipe (`recipe.rs`).
 
 use ono_data::benchmarks::{self, Benchmark, LoadOptions};
-use ono_data::dataset::TensorDataset;
+use ono_data::dataset::{FunctionSplit, Split, TensorDataset};
 use ono_data::normalizer::NormalizerKind;
 
 use crate::config::{DataSection, LossKind, LossSection};
@@ -82,7 +82,44 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
             let loaded = benchmarks::load(b, &dir, &opts)?;
             (loaded.dataset, Some(recipe::recipe(b, d.layout)))
         }
-        (None, None) => return Err(Error::config("data", "needs `path` or `benchmark`")),
+        (None, None) => match &d.point_clouds {
+            Some(files) => {
+                let read = |p: &std::path::Path, what: &str| -> Result<Split> {
+                    let cloud = ono_data::gnot::read_gnot_npz(p)?;
+                    cloud.validate(what)?;
+                    Ok(cloud.to_split()?)
+                };
+                let mut train = read(&files.train, "train")?;
+                let mut test = read(&files.test, "test")?;
+                if let Some(n) = d.ntrain {
+                    train = train
+                        .take(n)
+                        .map_err(|e| Error::invalid("data.ntrain", e))?;
+                }
+                if let Some(n) = d.ntest {
+                    test = test.take(n).map_err(|e| Error::invalid("data.ntest", e))?;
+                }
+                let ds = TensorDataset {
+                    train,
+                    test,
+                    grid: None,
+                    query_grid: None,
+                };
+                ds.validate()?;
+                (ds, None)
+            }
+            None => {
+                return Err(Error::config(
+                    "data",
+                    "needs `path`, `benchmark` or `point_clouds`",
+                ))
+            }
+        },
+    };
+    let dataset = if d.fx_as_function {
+        fx_as_function(dataset)?
+    } else {
+        dataset
     };
     Ok(ResolvedData {
         dataset,
@@ -111,4 +148,33 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
             .or(recipe.as_ref().map(|r| r.h1_gamma))
             .unwrap_or(0.0),
     })
+}
+
+/// `data.fx_as_function`: each split's input function at the points becomes an input function on
+/// its own points with rows (x, f(x)), in front of the others; `fx` keeps no channel.
+fn fx_as_function(mut ds: TensorDataset) -> Result<TensorDataset> {
+    for split in [&mut ds.train, &mut ds.test] {
+        let s = split.fx.size()[0];
+        if split.fx.size()[2] == 0 {
+            return Err(Error::config(
+                "data.fx_as_function",
+                "the data have no input function at the points",
+            ));
+        }
+        let pos = split
+            .pos
+            .f_expand([s, -1, -1], false)?
+            .f_to_kind(split.fx.kind())?;
+        let values = tch::Tensor::f_cat(&[&pos, &split.fx], 2)?;
+        split.functions.insert(
+            0,
+            FunctionSplit {
+                values,
+                lengths: split.lengths.clone(),
+            },
+        );
+        split.fx = split.fx.f_narrow(2, 0, 0)?.f_contiguous()?;
+    }
+    ds.validate()?;
+    Ok(ds)
 }

@@ -6,7 +6,7 @@ use ono_data::normalizer::Normalizer;
 use ono_models::Model;
 use tch::{Device, Kind};
 
-use crate::decoder::Decoder;
+use crate::decoder::{Decoder, Points};
 use crate::loss::{MetricSum, RolloutErrors};
 use crate::regime::Regime;
 use crate::Result;
@@ -33,24 +33,75 @@ pub fn evaluate(
     let idx: Vec<i64> = (0..split.len()).collect();
     for chunk in idx.chunks(batch_size.max(1) as usize) {
         let batch = split.batch(chunk, model.device(), model.kind())?;
-        let pred = ops.predict(d, &batch.pos, &batch.fx, batch.query.as_ref(), time_steps)?;
-        ops.score(&mut sum, &pred, &batch.y)?;
+        let pred = ops.predict(d, &Points::of(&batch), time_steps)?;
+        ops.score(&mut sum, &pred, &batch.y, batch.mask.as_ref())?;
     }
     sum.finish()
 }
 
-/// A split with its inputs normalized, on `device` in `kind`, ready for [`evaluate`].
-pub fn normalized(split: &Split, x_norm: &Normalizer, device: Device, kind: Kind) -> Result<Split> {
+/// The normalizers of a model's inputs: the input function, the positions (and query points)
+/// and the global parameters.
+pub struct InputNormalizers {
+    pub x: Normalizer,
+    pub pos: Normalizer,
+    pub theta: Normalizer,
+}
+
+/// A split with its inputs normalized, on `device` in `kind`, ready for [`evaluate`]. The padding
+/// rows of samples of different sizes stay zero (normalized per sample before padding, as GNOT's
+/// pipeline).
+pub fn normalized(
+    split: &Split,
+    norms: &InputNormalizers,
+    device: Device,
+    kind: Kind,
+) -> Result<Split> {
     let on_device =
         |t: &tch::Tensor| -> Result<tch::Tensor> { Ok(t.f_to_device(device)?.f_to_kind(kind)?) };
+    let real = match &split.lengths {
+        Some(l) => {
+            let n = split.fx.size()[1];
+            let flags: Vec<f64> = l
+                .iter()
+                .flat_map(|&k| (0..n).map(move |i| if i < k { 1.0 } else { 0.0 }))
+                .collect();
+            let m = tch::Tensor::from_slice(&flags).f_reshape([l.len() as i64, n, 1])?;
+            Some(on_device(&m)?)
+        }
+        None => None,
+    };
+    let points = |norm: &Normalizer, t: &tch::Tensor| -> Result<tch::Tensor> {
+        let t = on_device(&norm.encode(t)?)?;
+        Ok(match &real {
+            Some(m) if t.size()[0] == m.size()[0] => t.f_mul(m)?,
+            _ => t,
+        })
+    };
     Ok(Split {
-        fx: x_norm
-            .encode(&split.fx)?
-            .f_to_device(device)?
-            .f_to_kind(kind)?,
+        fx: points(&norms.x, &split.fx)?,
         y: split.y.f_to_device(device)?.f_to_kind(kind)?,
-        pos: split.pos.f_to_device(device)?.f_to_kind(kind)?,
-        query: split.query.as_ref().map(&on_device).transpose()?,
+        pos: points(&norms.pos, &split.pos)?,
+        query: split
+            .query
+            .as_ref()
+            .map(|q| on_device(&norms.pos.encode(q)?))
+            .transpose()?,
         aux: split.aux.as_ref().map(&on_device).transpose()?,
+        theta: split
+            .theta
+            .as_ref()
+            .map(|t| on_device(&norms.theta.encode(&t.f_unsqueeze(1)?)?.f_squeeze_dim(1)?))
+            .transpose()?,
+        functions: split
+            .functions
+            .iter()
+            .map(|f| {
+                Ok(ono_data::dataset::FunctionSplit {
+                    values: on_device(&f.values)?,
+                    lengths: f.lengths.clone(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?,
+        lengths: split.lengths.clone(),
     })
 }

@@ -31,7 +31,7 @@ impl Trainer {
         }
         plots::training_curves(&self.paths.curves, "training", "epoch", "error", &series)?;
         // The panels draw input, truth and prediction on one grid: not for query points.
-        let one_grid = self.test.query.is_none();
+        let one_grid = self.test.query.is_none() && self.test.lengths.is_none();
         if let (Some(g), true) = (&self.grid, self.cfg.log.panels > 0 && one_grid) {
             if g.len() == 2 {
                 self.write_panels(g[0], g[1])?;
@@ -53,7 +53,7 @@ impl Trainer {
             };
             self.regime
                 .ops()
-                .predict(d, &batch.pos, &batch.fx, None, self.time_steps)?
+                .predict(d, &crate::decoder::Points::of(&batch), self.time_steps)?
         };
         // First channel (and last time step) of each field, raw input values.
         let last = |t: &Tensor| -> Result<Tensor> {
@@ -68,7 +68,8 @@ impl Trainer {
                 .f_contiguous()?)
         };
         let input = self
-            .x_norm
+            .norms
+            .x
             .decode(&batch.fx)?
             .f_select(2, 0)?
             .f_to_kind(Kind::Float)?

@@ -238,6 +238,36 @@ pub fn galerkin_h1_loss_2d(
     Ok(l2.f_add(&h1)?)
 }
 
+/// GNOT's training loss (`WeightedLpRelLoss(p=2)`, `data_utils.py`): for each sample and each
+/// channel √(Σ_n (ŷ−y)² / Σ_n y²) over the sample's real points, averaged over samples ×
+/// channels. A channel that is 0 in a sample gives NaN, as the reference (its issue #10).
+///
+/// # Shapes
+/// - `pred`, `y`: (B, N, C); `mask`: (B, N) bool, optional
+pub fn channel_relative_l2(pred: &Tensor, y: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    let sz = pred.size();
+    let mask_ok = mask.is_none_or(|m| m.size() == sz[..2.min(sz.len())]);
+    if sz.len() != 3 || y.size() != sz || !mask_ok {
+        return Err(Error::Shape {
+            op: "channel_relative_l2",
+            expected: "pred and y (B, N, C), mask (B, N)".into(),
+            got: y.size(),
+        });
+    }
+    let k = pred.kind();
+    let (mut err, mut norm) = (pred.f_sub(y)?.f_square()?, y.f_square()?);
+    if let Some(m) = mask {
+        let m = m.f_to_kind(k)?.f_unsqueeze(2)?;
+        err = err.f_mul(&m)?;
+        norm = norm.f_mul(&m)?;
+    }
+    let per = err
+        .f_sum_dim_intlist(1, false, k)?
+        .f_div(&norm.f_sum_dim_intlist(1, false, k)?)?
+        .f_sqrt()?;
+    Ok(per.f_mean(k)?)
+}
+
 /// How a time series is scored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RolloutErrors {
@@ -271,12 +301,12 @@ impl MetricSum {
         }
     }
 
-    /// Adds a batch: Σ_b relL2 over the whole sample.
+    /// Adds a batch: Σ_b relL2 over the whole sample (its real points, with `mask`).
     ///
     /// # Shapes
-    /// - `pred`, `truth`: (B, ...)
-    pub fn add(&mut self, pred: &Tensor, truth: &Tensor) -> Result<()> {
-        let s = relative_l2(pred, truth, Reduction::Sum, None)?
+    /// - `pred`, `truth`: (B, ...); `mask`: (B, N)
+    pub fn add(&mut self, pred: &Tensor, truth: &Tensor, mask: Option<&Tensor>) -> Result<()> {
+        let s = relative_l2(pred, truth, Reduction::Sum, mask)?
             .f_detach()?
             .f_to_kind(Kind::Double)?;
         self.sum = Some(match self.sum.take() {
@@ -310,7 +340,7 @@ impl MetricSum {
             Some(a) => a.f_add(&steps)?,
             None => steps,
         });
-        self.add(pred, truth)
+        self.add(pred, truth, None)
     }
 
     /// Samples seen.

@@ -8,7 +8,8 @@ use ono_models::Model;
 use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::{Checkpoint, TrainState};
-use crate::decoder::Decoder;
+use crate::decoder::{Decoder, Points};
+use crate::evaluate::InputNormalizers;
 use crate::regime::Regime;
 use crate::Result;
 
@@ -16,8 +17,8 @@ use crate::Result;
 pub struct Predictor {
     /// The model (any architecture).
     pub model: Model,
-    /// Input normalizer.
-    pub x_norm: Normalizer,
+    /// Input normalizers (function, positions, θ).
+    pub norms: InputNormalizers,
     /// Target normalizer.
     pub y_norm: Normalizer,
     /// Steady, autoregressive or per time step.
@@ -34,12 +35,17 @@ impl Predictor {
         let ckpt = Checkpoint::load(path)?;
         let st = &ckpt.state;
         let model = Model::from_tensors(&st.model, &ckpt.section("model."), device, path)?;
-        let x_norm = Normalizer::from_tensors(st.normalize_x, "norm.x.", &ckpt.tensors)?;
-        let y_norm = Normalizer::from_tensors(st.normalize_y, "norm.y.", &ckpt.tensors)?;
+        let load = |k, prefix| Normalizer::from_tensors(k, prefix, &ckpt.tensors);
+        let norms = InputNormalizers {
+            x: load(st.normalize_x, "norm.x.")?,
+            pos: load(st.normalize_pos, "norm.pos.")?,
+            theta: load(st.normalize_theta, "norm.theta.")?,
+        };
+        let y_norm = load(st.normalize_y, "norm.y.")?;
         Ok((
             Self {
                 model,
-                x_norm,
+                norms,
                 y_norm,
                 // The resolved regime (the configuration may leave it to the benchmark recipe).
                 regime: st.regime,
@@ -57,7 +63,7 @@ impl Predictor {
         &self,
         grid: Option<&[i64]>,
         query_grid: Option<&[i64]>,
-    ) -> Result<(Normalizer, Normalizer)> {
+    ) -> Result<(InputNormalizers, Normalizer)> {
         let pair = |from: Option<&[i64]>, to: Option<&[i64]>| match (from, to) {
             (Some(from), Some(to)) => (from.to_vec(), to.to_vec()),
             _ => (Vec::new(), Vec::new()),
@@ -67,8 +73,14 @@ impl Predictor {
             self.query_grid.as_deref().or(self.grid.as_deref()),
             query_grid.or(grid),
         );
+        // Positions and θ have per-channel statistics, which do not depend on the grid.
+        let same = |n: &Normalizer| n.regridded(&[], &[]);
         Ok((
-            self.x_norm.regridded(&xf, &xt)?,
+            InputNormalizers {
+                x: self.norms.x.regridded(&xf, &xt)?,
+                pos: same(&self.norms.pos)?,
+                theta: same(&self.norms.theta)?,
+            },
             self.y_norm.regridded(&yf, &yt)?,
         ))
     }
@@ -94,15 +106,18 @@ impl Predictor {
         query: Option<(&Tensor, Option<&[i64]>)>,
     ) -> Result<Tensor> {
         let _g = tch::no_grad_guard();
-        let (x_norm, y_norm) = self.normalizers_for(grid, query.and_then(|q| q.1))?;
-        let fx = x_norm.encode(fx)?;
+        let (norms, y_norm) = self.normalizers_for(grid, query.and_then(|q| q.1))?;
+        let (fx, pos) = (norms.x.encode(fx)?, norms.pos.encode(pos)?);
+        let query = query.map(|q| norms.pos.encode(q.0)).transpose()?;
         let d = Decoder {
             model: &self.model,
             y_norm: &y_norm,
             grid,
         };
-        self.regime
-            .ops()
-            .predict(d, pos, &fx, query.map(|q| q.0), t_out)
+        let points = Points {
+            query: query.as_ref(),
+            ..Points::plain(&pos, &fx)
+        };
+        self.regime.ops().predict(d, &points, t_out)
     }
 }

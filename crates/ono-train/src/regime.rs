@@ -8,9 +8,9 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use crate::decoder::Decoder;
+use crate::decoder::{Decoder, Points};
 use crate::loss::{self, MetricSum};
-use crate::step::StepRunner;
+use crate::step::{StepRunner, Target};
 use crate::{Error, Result};
 
 /// How samples are fed to a model.
@@ -60,29 +60,24 @@ pub(crate) trait RegimeOps: Sync {
     fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()>;
 
     /// Predictions in evaluation mode for normalized inputs, decoded. Steady: (B, N, C), or
-    /// (B, M, C) at the `query` points; time series: (B, N, C, T) for `steps` steps.
-    fn predict(
-        &self,
-        d: Decoder<'_>,
-        pos: &Tensor,
-        fx: &Tensor,
-        query: Option<&Tensor>,
-        steps: i64,
-    ) -> Result<Tensor>;
+    /// (B, M, C) at the query points; time series: (B, N, C, T) for `steps` steps.
+    fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor>;
 
     /// Adds a batch's errors to `sum`.
-    fn score(&self, sum: &mut MetricSum, pred: &Tensor, truth: &Tensor) -> Result<()> {
+    /// `mask`: the real points of a ragged batch (steady regime only).
+    fn score(
+        &self,
+        sum: &mut MetricSum,
+        pred: &Tensor,
+        truth: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> Result<()> {
+        if mask.is_some() {
+            return Err(Error::Data(
+                "samples of different sizes need the steady regime".into(),
+            ));
+        }
         sum.add_rollout(pred, truth)
-    }
-}
-
-/// Time series are predicted at their input points only.
-fn no_query(query: Option<&Tensor>) -> Result<()> {
-    match query {
-        Some(_) => Err(Error::Data(
-            "query points (targets on other points than the inputs) need the steady regime".into(),
-        )),
-        None => Ok(()),
     }
 }
 
@@ -90,26 +85,30 @@ struct Steady;
 
 impl RegimeOps for Steady {
     fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
-        let input = ModelInput::new(&batch.pos, &batch.fx)
-            .with_grid(runner.grid)
-            .with_query(batch.query.as_ref(), None);
         let b = batch.fx.size()[0];
-        runner.forward_backward_step(&input, &batch.y, batch.aux.as_ref(), b, 1)
+        let target = Target {
+            y: &batch.y,
+            aux: batch.aux.as_ref(),
+            mask: batch.mask.as_ref(),
+        };
+        let grid = runner.grid;
+        Points::of(batch).with_input(grid, None, |input| {
+            runner.forward_backward_step(input, &target, b, 1)
+        })
     }
 
-    fn predict(
+    fn predict(&self, d: Decoder<'_>, points: &Points<'_>, _steps: i64) -> Result<Tensor> {
+        d.forward(points, None, false)
+    }
+
+    fn score(
         &self,
-        d: Decoder<'_>,
-        pos: &Tensor,
-        fx: &Tensor,
-        query: Option<&Tensor>,
-        _steps: i64,
-    ) -> Result<Tensor> {
-        d.forward(pos, fx, query, None, false)
-    }
-
-    fn score(&self, sum: &mut MetricSum, pred: &Tensor, truth: &Tensor) -> Result<()> {
-        sum.add(pred, truth)
+        sum: &mut MetricSum,
+        pred: &Tensor,
+        truth: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> Result<()> {
+        sum.add(pred, truth, mask)
     }
 }
 
@@ -132,16 +131,9 @@ impl RegimeOps for Autoregressive {
         runner.backward_step(loss, b)
     }
 
-    fn predict(
-        &self,
-        d: Decoder<'_>,
-        pos: &Tensor,
-        fx: &Tensor,
-        query: Option<&Tensor>,
-        steps: i64,
-    ) -> Result<Tensor> {
-        no_query(query)?;
-        rollout(d, pos, fx, steps, None, false).map(|(p, _)| p)
+    fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {
+        points.steady_only()?;
+        rollout(d, points.pos, points.fx, steps, None, false).map(|(p, _)| p)
     }
 }
 
@@ -177,20 +169,15 @@ impl RegimeOps for PerTimeStep {
                 .with_time(Some(&t_in))
                 .with_grid(runner.grid);
             // Reported per sample and time step; the first step of a batch counts its samples.
-            runner.forward_backward_step(&input, &target, None, if k == 0 { b } else { 0 }, t)?;
+            let target = Target::plain(&target);
+            runner.forward_backward_step(&input, &target, if k == 0 { b } else { 0 }, t)?;
         }
         Ok(())
     }
 
-    fn predict(
-        &self,
-        d: Decoder<'_>,
-        pos: &Tensor,
-        fx: &Tensor,
-        query: Option<&Tensor>,
-        steps: i64,
-    ) -> Result<Tensor> {
-        no_query(query)?;
+    fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {
+        points.steady_only()?;
+        let (pos, fx) = (points.pos, points.fx);
         let b = fx.size()[0];
         let times = time_grid(steps, fx.kind(), fx.device())?;
         let preds = (0..steps)
@@ -199,7 +186,7 @@ impl RegimeOps for PerTimeStep {
                     .f_narrow(0, k, 1)?
                     .f_expand([b], false)?
                     .f_reshape([b, 1])?;
-                d.forward(pos, fx, None, Some(&t), false)
+                d.forward(&Points::plain(pos, fx), Some(&t), false)
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Tensor::f_stack(&preds, -1)?)
@@ -259,19 +246,12 @@ impl RegimeOps for SpaceTime {
         let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
         let b = batch.fx.size()[0];
         let layout = move |out: &Tensor| from_space_time(out, steps);
-        runner.forward_backward_step_as(&input, &batch.y, None, b, 1, &layout)
+        runner.forward_backward_step_as(&input, &Target::plain(&batch.y), b, 1, &layout)
     }
 
-    fn predict(
-        &self,
-        d: Decoder<'_>,
-        pos: &Tensor,
-        fx: &Tensor,
-        query: Option<&Tensor>,
-        steps: i64,
-    ) -> Result<Tensor> {
-        no_query(query)?;
-        let (pos, fx, grid) = space_time(pos, fx, steps, d.grid)?;
+    fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {
+        points.steady_only()?;
+        let (pos, fx, grid) = space_time(points.pos, points.fx, steps, d.grid)?;
         let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
         let out = from_space_time(&d.model.forward(&input, false)?, steps)?;
         Ok(d.y_norm.decode(&out)?)

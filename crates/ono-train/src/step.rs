@@ -22,6 +22,27 @@ pub(crate) struct PendingLoss {
     pub new_samples: i64,
 }
 
+/// What a training output is scored against.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    /// (B, M, C) or (B, M, C, T), raw.
+    pub y: &'a Tensor,
+    /// (B, M, Ca): loss-only channels.
+    pub aux: Option<&'a Tensor>,
+    /// (B, M) bool: the real points of a ragged batch.
+    pub mask: Option<&'a Tensor>,
+}
+
+impl<'a> Target<'a> {
+    pub fn plain(y: &'a Tensor) -> Self {
+        Self {
+            y,
+            aux: None,
+            mask: None,
+        }
+    }
+}
+
 /// How the training loss is formed from the model's output.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LossSpec {
@@ -43,26 +64,23 @@ impl LossSpec {
         })
     }
 
-    /// The loss of decoded predictions on the targets' grid `grid`: relative L2 (+ α · Darcy's
-    /// derivative term), reduced; or the Galerkin Transformer's loss with the targets'
-    /// derivatives (and coefficient) from `aux`.
+    /// The loss of predictions on the targets' grid `grid`: relative L2 (+ α · Darcy's
+    /// derivative term), reduced; the Galerkin Transformer's loss with the targets' derivatives
+    /// (and coefficient) from `aux`; or GNOT's per-channel loss. `pred` and `t.y` are decoded
+    /// values, except for GNOT's loss, which the reference computes on normalized ones.
     ///
     /// # Shapes
-    /// - `pred`, `y`: (B, M, C); `aux`: (B, M, Ca)
-    pub fn of(
-        &self,
-        pred: &Tensor,
-        y: &Tensor,
-        grid: Option<&[i64]>,
-        aux: Option<&Tensor>,
-    ) -> Result<Tensor> {
-        let b = pred.size()[0];
-        if self.kind == LossKind::GalerkinH1 {
-            return self.galerkin(pred, y, grid, aux);
+    /// - `pred`, `t.y`: (B, M, C); `t.aux`: (B, M, Ca); `t.mask`: (B, M)
+    pub fn of(&self, pred: &Tensor, t: &Target<'_>, grid: Option<&[i64]>) -> Result<Tensor> {
+        let (y, b) = (t.y, pred.size()[0]);
+        match self.kind {
+            LossKind::GalerkinH1 => return self.galerkin(pred, y, grid, t.aux),
+            LossKind::Gnot => return loss::channel_relative_l2(pred, y, t.mask),
+            LossKind::RelL2 => {}
         }
         let sum = match (grid, self.alpha > 0.0) {
             (Some(g), true) => loss::darcy_loss(pred, y, g[0], self.alpha)?,
-            _ => loss::relative_l2(pred, y, Reduction::Sum, None)?,
+            _ => loss::relative_l2(pred, y, Reduction::Sum, t.mask)?,
         };
         self.reduce(sum, b)
     }
@@ -151,12 +169,11 @@ impl StepRunner<'_> {
     pub fn forward_backward_step(
         &mut self,
         input: &ModelInput<'_>,
-        target: &Tensor,
-        aux: Option<&Tensor>,
+        target: &Target<'_>,
         new_samples: i64,
         report_div: i64,
     ) -> Result<()> {
-        self.forward_backward_step_as(input, target, aux, new_samples, report_div, &|o| {
+        self.forward_backward_step_as(input, target, new_samples, report_div, &|o| {
             Ok(o.shallow_clone())
         })
     }
@@ -166,16 +183,27 @@ impl StepRunner<'_> {
     pub fn forward_backward_step_as(
         &mut self,
         input: &ModelInput<'_>,
-        target: &Tensor,
-        aux: Option<&Tensor>,
+        target: &Target<'_>,
         new_samples: i64,
         report_div: i64,
         layout: &dyn Fn(&Tensor) -> Result<Tensor>,
     ) -> Result<()> {
         let (y_norm, grid, spec) = (self.y_norm, self.target_grid, self.loss);
+        // GNOT's loss compares normalized values: the target is encoded instead of the output
+        // decoded.
+        let encoded = match spec.kind {
+            LossKind::Gnot => Some(y_norm.encode(target.y)?),
+            _ => None,
+        };
         let mut loss_of = |out: &Tensor| -> std::result::Result<Tensor, LossError> {
-            let pred = y_norm.decode(&layout(out)?).map_err(crate::Error::from)?;
-            Ok(spec.of(&pred, target, grid, aux)?)
+            let out = layout(out)?;
+            Ok(match &encoded {
+                Some(y) => spec.of(&out, &Target { y, ..*target }, grid)?,
+                None => {
+                    let pred = y_norm.decode(&out).map_err(crate::Error::from)?;
+                    spec.of(&pred, target, grid)?
+                }
+            })
         };
         self.opt.zero_grad();
         let loss = self
@@ -187,7 +215,7 @@ impl StepRunner<'_> {
         } else {
             loss
         };
-        self.queue(loss, target.size()[0], new_samples);
+        self.queue(loss, target.y.size()[0], new_samples);
         Ok(())
     }
 

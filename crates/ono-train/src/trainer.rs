@@ -23,7 +23,7 @@ use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
 use crate::config::{LossKind, ReductionName, ScheduleKind, TrainConfig};
 use crate::data_source::resolve_data;
-use crate::evaluate::{evaluate, normalized};
+use crate::evaluate::{evaluate, normalized, InputNormalizers};
 use crate::loss::{self, RolloutErrors};
 use crate::one_cycle::OneCycle;
 use crate::progress::Progress;
@@ -60,7 +60,7 @@ pub struct Trainer {
     pub(crate) grid: Option<Vec<i64>>,
     /// The targets' grid: the query grid when the targets live on query points, else `grid`.
     pub(crate) target_grid: Option<Vec<i64>>,
-    pub(crate) x_norm: Normalizer,
+    pub(crate) norms: InputNormalizers,
     pub(crate) y_norm: Normalizer,
     pub(crate) model: Model,
     opt: AdamW,
@@ -115,7 +115,7 @@ impl Trainer {
         let loss_spec = LossSpec {
             // The Galerkin losses are batch means by definition.
             reduction: match resolved.loss {
-                LossKind::GalerkinH1 => ReductionName::Mean,
+                LossKind::GalerkinH1 | LossKind::Gnot => ReductionName::Mean,
                 LossKind::RelL2 => cfg.loss.reduction,
             },
             alpha,
@@ -188,27 +188,53 @@ impl Trainer {
             }
         }
 
-        // Normalizers: fitted on the training split (or restored), applied once to the inputs.
-        let (x_norm, y_norm) = match &ckpt {
-            Some(c) => (
-                Normalizer::from_tensors(c.state.normalize_x, "norm.x.", &c.tensors)?,
-                Normalizer::from_tensors(c.state.normalize_y, "norm.y.", &c.tensors)?,
-            ),
-            None => (
-                Normalizer::fit(nx_kind, &train.fx)?,
-                Normalizer::fit(ny_kind, &train.y)?,
-            ),
+        // Normalizers: fitted on the training split's real points (or restored), applied once
+        // to the inputs.
+        let (npos_kind, ntheta_kind) = (
+            cfg.data.normalize_pos.unwrap_or_default(),
+            cfg.data.normalize_theta.unwrap_or_default(),
+        );
+        let (norms, y_norm) = match &ckpt {
+            Some(c) => {
+                let st = &c.state;
+                let load = |k, prefix| Normalizer::from_tensors(k, prefix, &c.tensors);
+                (
+                    InputNormalizers {
+                        x: load(st.normalize_x, "norm.x.")?,
+                        pos: load(st.normalize_pos, "norm.pos.")?,
+                        theta: load(st.normalize_theta, "norm.theta.")?,
+                    },
+                    load(st.normalize_y, "norm.y.")?,
+                )
+            }
+            None => {
+                let lengths = train.lengths.as_deref();
+                let theta = match &train.theta {
+                    Some(t) => Normalizer::fit(ntheta_kind, &t.f_unsqueeze(1)?)?,
+                    None => Normalizer::fit(NormalizerKind::None, &train.fx)?,
+                };
+                (
+                    InputNormalizers {
+                        x: Normalizer::fit_points(nx_kind, &train.fx, lengths)?,
+                        pos: Normalizer::fit_points(npos_kind, &train.pos, lengths)?,
+                        theta,
+                    },
+                    Normalizer::fit_points(ny_kind, &train.y, lengths)?,
+                )
+            }
         };
-        let train = normalized(&train, &x_norm, device, kind)?;
-        let test = normalized(&test, &x_norm, device, kind)?;
+        let train = normalized(&train, &norms, device, kind)?;
+        let test = normalized(&test, &norms, device, kind)?;
 
         let model_cfg = match &ckpt {
             Some(c) => c.state.model.clone(),
             None => cfg.model_config(DataDims {
                 space_dim: train.pos.size()[2],
-                fun_dim: train.fx.size()[2],
+                // θ reaches the model appended to fx at every point (decoder.rs).
+                fun_dim: train.fx.size()[2] + train.theta.as_ref().map_or(0, |t| t.size()[1]),
                 out_dim: ysz[2],
                 time_input: regime.time_input(),
+                functions: train.functions.iter().map(|f| f.values.size()[2]).collect(),
             })?,
         };
         tch::manual_seed(cfg.seed as i64);
@@ -265,6 +291,8 @@ impl Trainer {
                 query_grid: data.query_grid.clone(),
                 normalize_x: nx_kind,
                 normalize_y: ny_kind,
+                normalize_pos: npos_kind,
+                normalize_theta: ntheta_kind,
                 regime,
                 optimizer: opt.state("optim.")?.1,
             },
@@ -277,7 +305,7 @@ impl Trainer {
             test,
             grid: data.grid,
             target_grid,
-            x_norm,
+            norms,
             y_norm,
             model,
             opt,
@@ -543,7 +571,9 @@ impl Trainer {
             .map(|(k, v)| (format!("model.{k}"), v))
             .collect();
         tensors.extend(opt_tensors);
-        tensors.extend(self.x_norm.tensors("norm.x."));
+        tensors.extend(self.norms.x.tensors("norm.x."));
+        tensors.extend(self.norms.pos.tensors("norm.pos."));
+        tensors.extend(self.norms.theta.tensors("norm.theta."));
         tensors.extend(self.y_norm.tensors("norm.y."));
         Checkpoint {
             tensors,

@@ -64,6 +64,7 @@ fn galerkin_experiment_files_build_the_published_models() {
                 fun_dim,
                 out_dim: 1,
                 time_input: false,
+                functions: Vec::new(),
             })
             .unwrap_or_else(|e| panic!("{file}: {e}"));
         let model = Model::new(&model_cfg, Device::Cpu, Kind::Float).unwrap();
