@@ -177,7 +177,7 @@ impl Split {
                 return bad("samples of different sizes take steady targets on their own points (no query, no time axis)".into());
             }
             check_lengths(l, fx[0], fx[1], "lengths").or_else(bad)?;
-            if l.iter().any(|&n| n == 0) {
+            if l.contains(&0) {
                 return bad("a sample without points".into());
             }
         }
