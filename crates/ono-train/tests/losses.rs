@@ -1,8 +1,8 @@
 //! Losses and metrics against independent loop implementations in f64.
 
 use ono_train::loss::{
-    central_diff_2d, check_targets, darcy_derivative_loss, darcy_loss, galerkin_h1_loss_1d,
-    galerkin_h1_loss_2d, relative_l2, DarcyH1Target, LossReduction, MetricSum,
+    central_diff_2d, channel_relative_l2, check_targets, darcy_derivative_loss, darcy_loss,
+    galerkin_h1_loss_1d, galerkin_h1_loss_2d, relative_l2, DarcyH1Target, LossReduction, MetricSum,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -253,4 +253,42 @@ fn metric_sum_is_the_mean_over_samples_and_steps() {
         assert!((r.per_step[t as usize] - e.double_value(&[])).abs() < 1e-12);
     }
     assert!(MetricSum::new().finish().is_err());
+}
+
+/// GNOT's `WeightedLpRelLoss(p=2)` against loops: per sample and channel over the real points,
+/// averaged over samples × channels; padding rows change nothing.
+#[test]
+fn gnot_channel_loss_matches_loops_and_ignores_padding() {
+    let (b, n, c) = (3, 7, 2);
+    let pred = Tensor::randn([b, n, c], F64);
+    let y = Tensor::randn([b, n, c], F64);
+    let lengths = [7i64, 4, 5];
+    let flags: Vec<bool> = lengths
+        .iter()
+        .flat_map(|&l| (0..n).map(move |i| i < l))
+        .collect();
+    let mask = Tensor::from_slice(&flags).reshape([b, n]);
+    let got = channel_relative_l2(&pred, &y, Some(&mask))
+        .unwrap()
+        .double_value(&[]);
+    let mut want = 0.0;
+    for s in 0..b {
+        for ch in 0..c {
+            let (mut num, mut den) = (0.0, 0.0);
+            for i in 0..lengths[s as usize] {
+                let (p, t) = (pred.double_value(&[s, i, ch]), y.double_value(&[s, i, ch]));
+                num += (p - t) * (p - t);
+                den += t * t;
+            }
+            want += (num / den).sqrt() / (b * c) as f64;
+        }
+    }
+    assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+    // Garbage in the padding does not move it.
+    let noisy = &pred + Tensor::randn([b, n, c], F64) * mask.logical_not().unsqueeze(2);
+    let again = channel_relative_l2(&noisy, &y, Some(&mask))
+        .unwrap()
+        .double_value(&[]);
+    assert!((again - got).abs() < 1e-12);
+    assert!(channel_relative_l2(&pred, &y.narrow(2, 0, 1), None).is_err());
 }
