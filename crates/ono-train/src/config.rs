@@ -115,6 +115,10 @@ pub struct DataSection {
     /// as channels at the points.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fx_as_function: bool,
+    /// `shuffled` (default: a new permutation every epoch) or `fixed_chunks` (GNOT's
+    /// `MIODataLoader`: contiguous chunks whose order is shuffled once, the same every epoch).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub batch_order: BatchOrder,
     /// Where the benchmark's files are (default `$ONO_DATA_DIR`, else `./data`); relative to the
     /// config.
     #[serde(default)]
@@ -160,6 +164,15 @@ pub struct DataSection {
 
 fn yes() -> bool {
     true
+}
+
+/// The order of the training batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchOrder {
+    #[default]
+    Shuffled,
+    FixedChunks,
 }
 
 /// The two files of a point-cloud data set.

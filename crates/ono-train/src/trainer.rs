@@ -21,7 +21,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
-use crate::config::{LossKind, ReductionName, ScheduleKind, TrainConfig};
+use crate::config::{BatchOrder, LossKind, ReductionName, ScheduleKind, TrainConfig};
 use crate::data_source::resolve_data;
 use crate::evaluate::{evaluate, normalized, InputNormalizers};
 use crate::loss::{self, RolloutErrors};
@@ -364,11 +364,16 @@ impl Trainer {
             let epoch = self.state.epoch;
             let started = Instant::now();
             let seconds_before = self.state.epoch_seconds;
-            let order = epoch_order(self.train.len(), self.cfg.seed, epoch);
-            let batches: Vec<&[i64]> = order.chunks(bs).collect();
+            let batches = epoch_batches(
+                self.cfg.data.batch_order,
+                self.train.len(),
+                bs,
+                self.cfg.seed,
+                epoch,
+            );
             let mut lr = 0.0;
             while (self.state.batch_in_epoch as usize) < batches.len() {
-                let idx = batches[self.state.batch_in_epoch as usize];
+                let idx = &batches[self.state.batch_in_epoch as usize];
                 // Gradients on even when the caller runs inside `no_grad`.
                 lr = match tch::with_grad(|| self.train_batch(idx)) {
                     Ok(lr) => lr,
@@ -617,6 +622,30 @@ fn check_loss(spec: &LossSpec, data: &TensorDataset, regime: Regime) -> Result<(
     Ok(())
 }
 
+/// The batches of one epoch: a fresh permutation of (seed, epoch) cut into batches; or GNOT's
+/// `MIODataLoader` order, contiguous chunks of `bs` indices whose order is permuted once (by the
+/// seed) and then repeated in every epoch.
+fn epoch_batches(order: BatchOrder, n: i64, bs: usize, seed: u64, epoch: u64) -> Vec<Vec<i64>> {
+    match order {
+        BatchOrder::Shuffled => epoch_order(n, seed, epoch)
+            .chunks(bs)
+            .map(<[i64]>::to_vec)
+            .collect(),
+        BatchOrder::FixedChunks => {
+            let chunks: Vec<Vec<i64>> = (0..n)
+                .collect::<Vec<_>>()
+                .chunks(bs)
+                .map(<[i64]>::to_vec)
+                .collect();
+            let k = chunks.len() as i64;
+            epoch_order(k, seed, u64::MAX)
+                .into_iter()
+                .map(|c| chunks[c as usize].clone())
+                .collect()
+        }
+    }
+}
+
 /// Top-level keys whose values differ.
 fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
@@ -631,4 +660,26 @@ fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
     keys.sort();
     keys.dedup();
     keys
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GNOT's loader: the same contiguous chunks in the same order every epoch, the partial
+    /// chunk kept whole; the default: every index once per epoch, another order each epoch.
+    #[test]
+    fn batch_orders() {
+        let a = epoch_batches(BatchOrder::FixedChunks, 10, 4, 7, 0);
+        assert_eq!(a, epoch_batches(BatchOrder::FixedChunks, 10, 4, 7, 5));
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(sorted, vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7], vec![8, 9]]);
+        let s0 = epoch_batches(BatchOrder::Shuffled, 10, 4, 7, 0);
+        let s1 = epoch_batches(BatchOrder::Shuffled, 10, 4, 7, 1);
+        assert_ne!(s0, s1);
+        let mut all: Vec<i64> = s0.concat();
+        all.sort();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+    }
 }
