@@ -79,26 +79,19 @@ fn split_from_pickle(path: &Path, root: Value) -> Result<PointCloudSplit> {
             other.type_name()
         ))),
     };
-    let samples = match root {
-        Value::List(v) | Value::Tuple(v) => v,
-        other => {
-            return Err(bad(format!(
-                "holds {}, not the list of samples [X, Y, theta, funcs] of a GNOT MIO dataset",
-                other.type_name()
-            )))
-        }
+    // A list or tuple, else `refusal(its type)`.
+    let sequence = |v: Value, refusal: &dyn Fn(&str) -> String| match v {
+        Value::List(v) | Value::Tuple(v) => Ok(v),
+        other => Err(bad(refusal(other.type_name()))),
     };
+    let samples = sequence(root, &|t| {
+        format!("holds {t}, not the list of samples [X, Y, theta, funcs] of a GNOT MIO dataset")
+    })?;
     let mut parsed = Vec::with_capacity(samples.len());
     for (i, sample) in samples.into_iter().enumerate() {
-        let items = match sample {
-            Value::List(v) | Value::Tuple(v) => v,
-            other => {
-                return Err(bad(format!(
-                    "sample {i} must be [X, Y, theta, funcs], got {}",
-                    other.type_name()
-                )))
-            }
-        };
+        let items = sequence(sample, &|t| {
+            format!("sample {i} must be [X, Y, theta, funcs], got {t}")
+        })?;
         let [x, y, theta, funcs] = <[Value; 4]>::try_from(items).map_err(|items| {
             let nested = match items.first() {
                 Some(Value::List(_) | Value::Tuple(_)) => {
@@ -120,10 +113,16 @@ fn split_from_pickle(path: &Path, root: Value) -> Result<PointCloudSplit> {
         // None and (None,) both mean "no input functions" (the GNOT README).
         let funcs = match funcs {
             Value::None => Vec::new(),
-            Value::List(fs) | Value::Tuple(fs) if fs.iter().all(|f| matches!(f, Value::None)) => {
-                Vec::new()
+            fs => {
+                sequence(fs, &|t| {
+                    format!("sample {i}: the input functions must be a tuple of arrays or None, got {t}")
+                })?
             }
-            Value::List(fs) | Value::Tuple(fs) => fs
+        };
+        let funcs: Vec<Tensor> = if funcs.iter().all(|f| matches!(f, Value::None)) {
+            Vec::new()
+        } else {
+            funcs
                 .into_iter()
                 .enumerate()
                 .map(|(j, f)| match f {
@@ -132,13 +131,7 @@ fn split_from_pickle(path: &Path, root: Value) -> Result<PointCloudSplit> {
                     ))),
                     f => array(f, &|| format!("sample {i}: input function {j}")),
                 })
-                .collect::<Result<_>>()?,
-            other => {
-                return Err(bad(format!(
-                    "sample {i}: the input functions must be a tuple of arrays or None, got {}",
-                    other.type_name()
-                )))
-            }
+                .collect::<Result<_>>()?
         };
         parsed.push((x, y, theta, funcs));
     }

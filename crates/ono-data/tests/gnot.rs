@@ -378,15 +378,21 @@ fn a_hand_written_pickle_with_ragged_samples_and_two_functions() {
 #[test]
 fn malformed_samples_are_refused_with_the_npz_checks() {
     let dir = scratch("malformed");
+    // Sample i of a good file: N = 2 + i points, θ (2,), f0 (i, 2), f1 (1, 1).
     let good = |i: u8| {
-        sample(
+        vec![
             arr(&[2 + i, 2], 0.0),
             arr(&[2 + i, 1], 0.0),
             arr(&[2], 0.0),
             Py::Tuple(vec![arr(&[i, 2], 0.0), arr(&[1, 1], 0.0)]),
-        )
+        ]
     };
-    let two = |second: Py| Py::List(vec![good(0), second]);
+    // A good file whose sample 1 has part `part` (X, Y, θ, funcs) replaced.
+    let replaced = |part: usize, with: Py| {
+        let mut second = good(1);
+        second[part] = with;
+        Py::List(vec![Py::List(good(0)), Py::List(second)])
+    };
     let f = |funcs: Vec<Py>| Py::Tuple(funcs);
     let cases: Vec<(&str, &str, Py)> = vec![
         (
@@ -398,27 +404,12 @@ fn malformed_samples_are_refused_with_the_npz_checks() {
         (
             "sample not a list",
             "sample 1 must be [X, Y, theta, funcs], got None",
-            two(Py::None),
+            Py::List(vec![Py::List(good(0)), Py::None]),
         ),
         (
             "three items",
             "sample 0 must be [X, Y, theta, funcs] (4 items), got 3 items",
             Py::List(vec![Py::List(vec![Py::None, Py::None, Py::None])]),
-        ),
-        (
-            "X not an array",
-            "sample 1: X must be a numpy array, got an int",
-            two(sample(Py::Int(1), arr(&[2, 1], 0.0), Py::None, Py::None)),
-        ),
-        (
-            "X of rank 1",
-            "pos as (N, d) with N ≥ 1",
-            two(sample(
-                arr(&[2], 0.0),
-                arr(&[2, 1], 0.0),
-                arr(&[2], 0.0),
-                Py::None,
-            )),
         ),
         (
             "no points",
@@ -431,99 +422,68 @@ fn malformed_samples_are_refused_with_the_npz_checks() {
             )]),
         ),
         (
+            "X not an array",
+            "sample 1: X must be a numpy array, got an int",
+            replaced(0, Py::Int(1)),
+        ),
+        (
+            "X of rank 1",
+            "pos as (N, d) with N ≥ 1",
+            replaced(0, arr(&[3], 0.0)),
+        ),
+        (
             "N of Y",
             "y as (N, C) with N = 3",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[2, 1], 0.0),
-                arr(&[2], 0.0),
-                f(vec![arr(&[1, 2], 0.0), arr(&[1, 1], 0.0)]),
-            )),
+            replaced(1, arr(&[2, 1], 0.0)),
         ),
         (
             "columns of Y",
             "y as (N, C) with N = 3 and sample 0's C = 1",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[3, 2], 0.0),
-                arr(&[2], 0.0),
-                f(vec![arr(&[1, 2], 0.0), arr(&[1, 1], 0.0)]),
-            )),
-        ),
-        (
-            "theta in one sample only",
-            "theta is present in some samples but not in others",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[3, 1], 0.0),
-                Py::None,
-                f(vec![arr(&[1, 2], 0.0), arr(&[1, 1], 0.0)]),
-            )),
-        ),
-        (
-            "theta length",
-            "theta as (2,) like sample 0",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[3, 1], 0.0),
-                arr(&[3], 0.0),
-                f(vec![arr(&[1, 2], 0.0), arr(&[1, 1], 0.0)]),
-            )),
-        ),
-        (
-            "number of functions",
-            "1 input functions, sample 0 has 2",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[3, 1], 0.0),
-                arr(&[2], 0.0),
-                f(vec![arr(&[1, 2], 0.0)]),
-            )),
-        ),
-        (
-            "a None function among arrays",
-            "sample 1: input function 1 is None but others are not",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[3, 1], 0.0),
-                arr(&[2], 0.0),
-                f(vec![arr(&[1, 2], 0.0), Py::None]),
-            )),
-        ),
-        (
-            "functions not a tuple",
-            "sample 1: the input functions must be a tuple of arrays or None, got an int",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[3, 1], 0.0),
-                arr(&[2], 0.0),
-                Py::Int(0),
-            )),
-        ),
-        (
-            "width of a function",
-            "input function 1 as (M, C) with sample 0's C = 1",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                arr(&[3, 1], 0.0),
-                arr(&[2], 0.0),
-                f(vec![arr(&[1, 2], 0.0), arr(&[1, 2], 0.0)]),
-            )),
+            replaced(1, arr(&[3, 2], 0.0)),
         ),
         (
             "NaN",
             "y contains NaN or Inf",
-            two(sample(
-                arr(&[3, 2], 0.0),
-                Py::F8(vec![3, 1], vec![0.0, f64::NAN, 1.0]),
-                arr(&[2], 0.0),
-                f(vec![arr(&[1, 2], 0.0), arr(&[1, 1], 0.0)]),
-            )),
+            replaced(1, Py::F8(vec![3, 1], vec![0.0, f64::NAN, 1.0])),
+        ),
+        (
+            "theta in one sample only",
+            "theta is present in some samples but not in others",
+            replaced(2, Py::None),
+        ),
+        (
+            "theta length",
+            "theta as (2,) like sample 0",
+            replaced(2, arr(&[3], 0.0)),
+        ),
+        (
+            "number of functions",
+            "1 input functions, sample 0 has 2",
+            replaced(3, f(vec![arr(&[1, 2], 0.0)])),
+        ),
+        (
+            "a None function among arrays",
+            "sample 1: input function 1 is None but others are not",
+            replaced(3, f(vec![arr(&[1, 2], 0.0), Py::None])),
+        ),
+        (
+            "functions not a tuple",
+            "sample 1: the input functions must be a tuple of arrays or None, got an int",
+            replaced(3, Py::Int(0)),
+        ),
+        (
+            "width of a function",
+            "input function 1 as (M, C) with sample 0's C = 1",
+            replaced(3, f(vec![arr(&[1, 2], 0.0), arr(&[1, 2], 0.0)])),
         ),
     ];
-    // The cases differ from a good pair of samples only where they say.
+    // The cases differ from a good file only where they say.
     let fine = dir.join("fine.pkl");
-    std::fs::write(&fine, pickle(&Py::List(vec![good(0), good(1)]))).unwrap();
+    std::fs::write(
+        &fine,
+        pickle(&Py::List(vec![Py::List(good(0)), Py::List(good(1))])),
+    )
+    .unwrap();
     assert_eq!(read_gnot_pickle(&fine).unwrap().len(), 2);
     for (what, needle, value) in cases {
         let path = dir.join("case.pkl");

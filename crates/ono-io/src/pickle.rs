@@ -12,7 +12,7 @@
 //!
 //! The result is a neutral tree, [`Value`]: Python's containers and scalars, plus tensors (numpy
 //! arrays and scalars become tensors too). Storages (the raw data of tensors) come from the
-//! caller through [`Persistent`], which is how [`crate::torch_save`] attaches the pickle to its
+//! caller through `Persistent`, which is how [`crate::torch_save`] attaches the pickle to its
 //! zip archive; [`load`] reads a plain pickle file, which has none.
 //!
 //! To teach the machine a new callable: a variant of `Global`, its `(module, name)` in
