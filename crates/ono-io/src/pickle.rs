@@ -849,8 +849,8 @@ impl Machine<'_, '_> {
             // OrderedDict's `_metadata` (a state_dict), a tensor's Python attributes: neither
             // changes the data, so the state is dropped.
             Obj::Dict(_) | Obj::Tensor(_) => Ok(()),
-            // ndarray.__setstate__((version, shape, dtype, is_fortran, data)); numpy < 1.? wrote
-            // it without the version.
+            // ndarray.__setstate__((version, shape, dtype, is_fortran, data)); old pickles have
+            // no version, which numpy still accepts.
             Obj::NdArray(array) => {
                 let Obj::Tuple(items) = state else {
                     bail!("numpy array state is {}", state.type_name());
