@@ -69,7 +69,7 @@ enum Cmd {
     BenchReport,
     /// Print shell exports so that plain cargo works: `eval "$(cargo xtask env)"`.
     Env,
-    /// Data sets: GNOT pickle conversion (with the torch venv's Python) and the generators.
+    /// Data sets: the generators.
     Data {
         #[command(subcommand)]
         command: DataCmd,
@@ -78,14 +78,6 @@ enum Cmd {
 
 #[derive(Subcommand)]
 enum DataCmd {
-    /// Convert a GNOT MIO pickle (`[X, Y, theta, funcs]` per sample) to the .npz that
-    /// `ono_data::gnot` reads: samples concatenated with offsets. Refuses other layouts.
-    ConvertGnot {
-        /// The pickle, e.g. `ns2d_1100_train.pkl`.
-        input: PathBuf,
-        /// The .npz to write (atomically), e.g. `ns2d_1100_train.npz`.
-        output: PathBuf,
-    },
     /// Generate darcy, ns2d or burgers data in the original file layout: builds the release
     /// `ono` binary and runs `ono data gen` with these arguments (`--n`, `--res`, `--seed`,
     /// `--out`, ...; see `ono data gen --help`).
@@ -166,17 +158,6 @@ fn main() -> Result<()> {
                 "gen",
             ]);
             cmd.args(args);
-            run(cmd)
-        }
-        Cmd::Data {
-            command: DataCmd::ConvertGnot { input, output },
-        } => {
-            // Only the interpreter (and its numpy) is needed, not the system packages.
-            let env = torch::bootstrap()?;
-            let mut cmd = Command::new(env.python());
-            cmd.arg(workspace_root().join("xtask/scripts/convert_gnot.py"))
-                .arg(input)
-                .arg(output);
             run(cmd)
         }
     }

@@ -29,21 +29,12 @@ pub struct TorchEnv {
     origin: String,
     version: String,
     lib_dir: PathBuf,
-    /// The interpreter of that torch (the venv's), or `python3` for a bare LIBTORCH: it runs the
-    /// dataset converters, which need numpy.
-    python: PathBuf,
     /// Variables to set; `PATH` and `LD_LIBRARY_PATH` already include the inherited value.
     vars: Vec<(&'static str, OsString)>,
 }
 
 impl TorchEnv {
-    fn new(
-        origin: String,
-        version: String,
-        lib_dir: PathBuf,
-        python: PathBuf,
-        venv: Option<&Path>,
-    ) -> Self {
+    fn new(origin: String, version: String, lib_dir: PathBuf, venv: Option<&Path>) -> Self {
         let mut vars = Vec::new();
         if let Some(venv) = venv {
             vars.push(("LIBTORCH_USE_PYTORCH", OsString::from("1")));
@@ -55,13 +46,8 @@ impl TorchEnv {
             origin,
             version,
             lib_dir,
-            python,
             vars,
         }
-    }
-
-    pub fn python(&self) -> &Path {
-        &self.python
     }
 
     pub fn apply(&self, cmd: &mut Command) {
@@ -122,7 +108,6 @@ fn user_libtorch(root: PathBuf) -> Result<TorchEnv> {
         format!("LIBTORCH={}", root.display()),
         version,
         lib_dir,
-        PathBuf::from("python3"),
         None,
     ))
 }
@@ -149,7 +134,6 @@ fn user_pytorch() -> Result<TorchEnv> {
         format!("LIBTORCH_USE_PYTORCH with {}", python.display()),
         version,
         lib_dir,
-        python,
         None,
     ))
 }
@@ -179,7 +163,6 @@ fn managed_venv() -> Result<TorchEnv> {
                     format!("the cached venv {}", venv.display()),
                     version,
                     lib_dir,
-                    python,
                     Some(&venv),
                 ));
             }
@@ -211,7 +194,6 @@ fn managed_venv() -> Result<TorchEnv> {
         format!("the cached venv {} (just installed)", venv.display()),
         version,
         lib_dir,
-        python,
         Some(&venv),
     ))
 }
@@ -252,7 +234,7 @@ fn install(venv: &Path) -> Result<()> {
     let status = Command::new(&python)
         .args(["-m", "pip", "install", "--disable-pip-version-check"])
         .arg(format!("torch=={TORCH_VERSION}"))
-        // numpy: torch warns without it, and the dataset converters of ono-data use it.
+        // numpy: torch warns without it, and the fixture generators (fixtures/*/make_*.py) use it.
         .arg("numpy")
         .status()
         .context("could not run pip")?;

@@ -1,9 +1,16 @@
-//! GNOT's multi-input-output (MIO) datasets, read from the .npz that
-//! `cargo xtask data convert-gnot <input.pkl> <output.npz>` writes from the published pickles.
+//! GNOT's multi-input-output (MIO) datasets, read from the published pickles or from the .npz
+//! that earlier versions of ono converted them to.
 //!
 //! A pickle is a list of samples `[X (N, N_in), Y (N, N_out), θ (N_θ,), (f_1, …, f_k) or None]`
-//! with N varying between samples. Python alone can read it, so the converter
-//! (`xtask/scripts/convert_gnot.py`) concatenates the samples along the point axis once:
+//! of numpy arrays, with N varying between samples. [`read_gnot_pickle`] reads it natively
+//! through ono-io's pickle machine (numpy's own pickling, protocols 2–5, numpy 1.x and 2.x module
+//! paths, either byte order, C or Fortran order; no Python code runs). As the GNOT README allows,
+//! the functions may be `None` or `(None,)` (no input functions), and θ may be None in every
+//! sample (no global parameters). Each field is float32 when every sample stores it as float32
+//! and float64 otherwise (integer and bool arrays become float64).
+//!
+//! The .npz of the retired converter (`cargo xtask data convert-gnot`) held the samples
+//! concatenated along the point axis:
 //!
 //! | array          | shape            | meaning                                              |
 //! |----------------|------------------|------------------------------------------------------|
@@ -15,13 +22,15 @@
 //! | `f{j}_offsets` | (S + 1,) int64   | its row offsets; an M_ij may be 0                     |
 //! | `meta`         | uint8            | UTF-8 JSON from the converter (ignored here)         |
 //!
-//! [`read_gnot_npz`] turns this back into a [`PointCloudSplit`]: X becomes the positions (GNOT's
-//! query coordinates; there are no other node features, so `fx` is (N, 0)), Y the targets. The
-//! per-sample tensors are views into the concatenated arrays.
+//! [`read_gnot_npz`] turns this back into a [`PointCloudSplit`] (its per-sample tensors are views
+//! into the concatenated arrays). Either way X becomes the positions (GNOT's query coordinates;
+//! there are no other node features, so `fx` is (N, 0)), Y the targets, and the split passes the
+//! same checks ([`PointCloudSplit::validate`]), refused as [`Error::Format`] naming the file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use ono_io::pickle::Value;
 use tch::{Device, Kind, Tensor};
 
 use crate::array::{ArrayData, NamedArray};
@@ -35,6 +44,124 @@ pub const GNOT_DATASETS: [&str; 3] = ["ns2d", "inductor2d", "heat2d"];
 /// Where the pickles are published: the "Our GNOT datasets" link of the GNOT README.
 pub const GNOT_DATA_URL: &str =
     "https://drive.google.com/drive/folders/1kicZyL1t4z6a7B-6DJEOxIrX877gjBC0";
+
+/// Reads a GNOT MIO pickle (the published `{name}_1100_{split}.pkl`). A file that is not a
+/// readable pickle, or that holds anything but numpy arrays, lists, tuples, None and numbers, is
+/// refused by ono-io ([`Error::File`]); one that is not a list of `[X, Y, θ, funcs]` samples, or
+/// whose samples disagree (point counts of X and Y, column counts, θ in some samples only, the
+/// number of input functions, NaN/Inf, ...), is an [`Error::Format`] naming the file.
+pub fn read_gnot_pickle(path: &Path) -> Result<PointCloudSplit> {
+    let root = ono_io::pickle::load(path)?;
+    split_from_pickle(path, root)
+}
+
+/// A split from either a GNOT pickle or a converted .npz (by the extension `.npz`).
+pub fn read_gnot(path: &Path) -> Result<PointCloudSplit> {
+    if path.extension().is_some_and(|e| e == "npz") {
+        read_gnot_npz(path)
+    } else {
+        read_gnot_pickle(path)
+    }
+}
+
+/// The samples of an unpickled MIO list; `path` names the source in errors.
+fn split_from_pickle(path: &Path, root: Value) -> Result<PointCloudSplit> {
+    let bad = |msg: String| Error::Format {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let array = |v: Value, what: &dyn Fn() -> String| match v {
+        Value::Tensor(t) if !t.is_complex() => Ok(t),
+        Value::Tensor(t) => Err(bad(format!("{} must be real, got {:?}", what(), t.kind()))),
+        other => Err(bad(format!(
+            "{} must be a numpy array, got {}",
+            what(),
+            other.type_name()
+        ))),
+    };
+    // A list or tuple, else `refusal(its type)`.
+    let sequence = |v: Value, refusal: &dyn Fn(&str) -> String| match v {
+        Value::List(v) | Value::Tuple(v) => Ok(v),
+        other => Err(bad(refusal(other.type_name()))),
+    };
+    let samples = sequence(root, &|t| {
+        format!("holds {t}, not the list of samples [X, Y, theta, funcs] of a GNOT MIO dataset")
+    })?;
+    let mut parsed = Vec::with_capacity(samples.len());
+    for (i, sample) in samples.into_iter().enumerate() {
+        let items = sequence(sample, &|t| {
+            format!("sample {i} must be [X, Y, theta, funcs], got {t}")
+        })?;
+        let [x, y, theta, funcs] = <[Value; 4]>::try_from(items).map_err(|items| {
+            let nested = match items.first() {
+                Some(Value::List(_) | Value::Tuple(_)) => {
+                    " that are lists themselves (samples nested one level too deep?)"
+                }
+                _ => "",
+            };
+            bad(format!(
+                "sample {i} must be [X, Y, theta, funcs] (4 items), got {} items{nested}",
+                items.len()
+            ))
+        })?;
+        let x = array(x, &|| format!("sample {i}: X"))?;
+        let y = array(y, &|| format!("sample {i}: Y"))?;
+        let theta = match theta {
+            Value::None => None,
+            t => Some(array(t, &|| format!("sample {i}: theta"))?),
+        };
+        // None and (None,) both mean "no input functions" (the GNOT README).
+        let funcs = match funcs {
+            Value::None => Vec::new(),
+            fs => {
+                sequence(fs, &|t| {
+                    format!("sample {i}: the input functions must be a tuple of arrays or None, got {t}")
+                })?
+            }
+        };
+        let funcs: Vec<Tensor> = if funcs.iter().all(|f| matches!(f, Value::None)) {
+            Vec::new()
+        } else {
+            funcs
+                .into_iter()
+                .enumerate()
+                .map(|(j, f)| match f {
+                    Value::None => Err(bad(format!(
+                        "sample {i}: input function {j} is None but others are not"
+                    ))),
+                    f => array(f, &|| format!("sample {i}: input function {j}")),
+                })
+                .collect::<Result<_>>()?
+        };
+        parsed.push((x, y, theta, funcs));
+    }
+
+    // One float kind per field across the samples, as the converter's concatenation had.
+    let x_kind = common_float(parsed.iter().map(|s| &s.0));
+    let y_kind = common_float(parsed.iter().map(|s| &s.1));
+    let theta_kind = common_float(parsed.iter().filter_map(|s| s.2.as_ref()));
+    let n_funcs = parsed.iter().map(|s| s.3.len()).max().unwrap_or(0);
+    let func_kinds: Vec<Kind> = (0..n_funcs)
+        .map(|j| common_float(parsed.iter().filter_map(|s| s.3.get(j))))
+        .collect();
+    let mut samples = Vec::with_capacity(parsed.len());
+    for (x, y, theta, funcs) in parsed {
+        let pos = x.f_to_kind(x_kind)?;
+        let n = pos.size().first().copied().unwrap_or(0);
+        samples.push(PointSample {
+            fx: Tensor::f_zeros([n, 0], (x_kind, Device::Cpu))?,
+            pos,
+            y: y.f_to_kind(y_kind)?,
+            theta: theta.map(|t| t.f_to_kind(theta_kind)).transpose()?,
+            funcs: funcs
+                .iter()
+                .zip(&func_kinds)
+                .map(|(f, &k)| f.f_to_kind(k))
+                .collect::<std::result::Result<_, _>>()?,
+        });
+    }
+    validated(path, samples)
+}
 
 /// Reads one converted MIO file. A file that is not a readable .npz, or whose arrays do not
 /// have the layout of the module docs (offsets not starting at 0, not increasing, not ending at
@@ -134,10 +261,28 @@ pub fn split_from_arrays(path: &Path, arrays: Vec<NamedArray>) -> Result<PointCl
             funcs: fs,
         });
     }
+    validated(path, samples)
+}
+
+/// float32 when every part is float32, else float64.
+fn common_float<'a>(mut parts: impl Iterator<Item = &'a Tensor>) -> Kind {
+    if parts.all(|t| t.kind() == Kind::Float) {
+        Kind::Float
+    } else {
+        Kind::Double
+    }
+}
+
+/// The split of `samples` if it passes [`PointCloudSplit::validate`], else a Format error on
+/// `path`: the one set of checks of both file formats.
+fn validated(path: &Path, samples: Vec<PointSample>) -> Result<PointCloudSplit> {
     let split = PointCloudSplit { samples };
     split
         .validate(&path.display().to_string())
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(|e| Error::Format {
+            path: path.to_path_buf(),
+            msg: e.to_string(),
+        })?;
     Ok(split)
 }
 
@@ -205,15 +350,20 @@ fn float_tensor(a: &NamedArray) -> Result<Tensor> {
     }
 }
 
-/// The converted file of one split: `{dir}/{name}_1100_{split}.npz`.
-pub fn gnot_npz_path(dir: &Path, name: &str, split: &str) -> PathBuf {
-    dir.join(format!("{name}_1100_{split}.npz"))
+/// The published pickle of one split: `{dir}/{name}_1100_{split}.pkl`.
+pub fn gnot_pkl_path(dir: &Path, name: &str, split: &str) -> PathBuf {
+    dir.join(format!("{name}_1100_{split}.pkl"))
 }
 
-/// The train and test splits of GNOT dataset `name` (one of [`GNOT_DATASETS`]), from the
-/// converted `{name}_1100_{train,test}.npz` in `dir`. A missing file is an [`Error::Io`] that names
-/// it, the dataset and where the pickles are published (or, when the .pkl is there, the command
-/// that converts it). The two splits must agree on every column count.
+/// A converted file of one split: `{dir}/{name}_1100_{split}.npz`.
+pub fn gnot_npz_path(dir: &Path, name: &str, split: &str) -> PathBuf {
+    gnot_pkl_path(dir, name, split).with_extension("npz")
+}
+
+/// The train and test splits of GNOT dataset `name` (one of [`GNOT_DATASETS`]) from `dir`: the
+/// published `{name}_1100_{train,test}.pkl`, or where a split has no pickle, its converted .npz.
+/// A split with neither is an [`Error::Io`] that names the pickle, the dataset and where the
+/// pickles are published. The two splits must agree on every column count.
 pub fn load_gnot(dir: &Path, name: &str) -> Result<(PointCloudSplit, PointCloudSplit)> {
     if !GNOT_DATASETS.contains(&name) {
         return Err(Error::Config {
@@ -225,30 +375,22 @@ pub fn load_gnot(dir: &Path, name: &str) -> Result<(PointCloudSplit, PointCloudS
         });
     }
     let read = |split: &str| -> Result<PointCloudSplit> {
+        let pkl = gnot_pkl_path(dir, name, split);
         let npz = gnot_npz_path(dir, name, split);
+        if pkl.is_file() {
+            return read_gnot_pickle(&pkl);
+        }
         if npz.is_file() {
             return read_gnot_npz(&npz);
         }
-        let pkl = npz.with_extension("pkl");
-        let msg = if pkl.is_file() {
-            format!(
-                "GNOT dataset `{name}` ({split} split) is not converted yet: run \
-                 `cargo xtask data convert-gnot {} {}`",
-                pkl.display(),
-                npz.display()
-            )
-        } else {
-            format!(
-                "GNOT dataset `{name}` ({split} split) not found: download {name}_1100_{split}.pkl \
-                 from the GNOT datasets linked in the GNOT repository README (HaoZhongkai/GNOT), \
-                 {GNOT_DATA_URL}, into {}, then run `cargo xtask data convert-gnot {} {}`",
-                dir.display(),
-                pkl.display(),
-                npz.display()
-            )
-        };
+        let msg = format!(
+            "GNOT dataset `{name}` ({split} split) not found: download {name}_1100_{split}.pkl \
+             from the GNOT datasets linked in the GNOT repository README (HaoZhongkai/GNOT), \
+             {GNOT_DATA_URL}, into {}",
+            dir.display()
+        );
         Err(Error::Io {
-            path: npz,
+            path: pkl,
             source: std::io::Error::new(std::io::ErrorKind::NotFound, msg),
         })
     };

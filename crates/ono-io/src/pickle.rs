@@ -1,31 +1,40 @@
 //! A small pickle virtual machine, for reading what Python pickled without running Python code.
 //!
 //! It knows the opcodes of protocols 2 to 5 that `torch.save` and `pickle.dump` emit for
-//! containers, numbers, strings and calls (not the text opcodes of protocol 0/1), and the few
-//! globals that rebuild tensors from a `torch.save` archive. Every other global may be named
-//! (it becomes [`Value::Global`]) but not called: a pickle cannot make this reader run anything.
+//! containers, numbers, strings, bytes and calls (not the text opcodes of protocol 0/1, nor the
+//! out-of-band buffers of protocol 5), the few globals that rebuild tensors from a `torch.save`
+//! archive, and numpy's arrays: `numpy.core.multiarray._reconstruct` with `numpy.ndarray` and its
+//! BUILD state, `numpy.core.numeric._frombuffer` (protocol 5), `numpy.dtype` with its byte order,
+//! `numpy.core.multiarray.scalar` (numpy ≥ 2 spells the modules `numpy._core.…`), and
+//! `_codecs.encode` and `bytes()`, through which protocol 2 pickles bytes. Every other global may
+//! be named (it becomes [`Value::Global`]) but not called: a pickle cannot make this reader run
+//! anything.
 //!
-//! The result is a neutral tree, [`Value`]: Python's containers and scalars, plus tensors.
-//! Storages (the raw data of tensors) come from the caller through [`Persistent`], which is how
-//! [`crate::torch_save`] attaches the pickle to its zip archive.
+//! The result is a neutral tree, [`Value`]: Python's containers and scalars, plus tensors (numpy
+//! arrays and scalars become tensors too). Storages (the raw data of tensors) come from the
+//! caller through `Persistent`, which is how [`crate::torch_save`] attaches the pickle to its
+//! zip archive; [`load`] reads a plain pickle file, which has none.
 //!
-//! To teach the machine a new callable (numpy's `_reconstruct`, for GNOT's pickled arrays): a
-//! variant of `Global`, its `(module, name)` in `Global::resolve`, its arguments in
-//! `Machine::call` and, if Python sets its state with BUILD, its case in `Machine::build`; plus a
-//! variant of [`Value`] (which is `#[non_exhaustive]` for that reason) if it builds a new kind of
-//! object. The opcode loop does not change.
+//! To teach the machine a new callable: a variant of `Global`, its `(module, name)` in
+//! `Global::resolve`, its arguments in `Machine::call` and, if Python sets its state with BUILD,
+//! its case in `Machine::build`; plus a variant of [`Value`] (which is `#[non_exhaustive]` for
+//! that reason) if it builds a new kind of object. The opcode loop does not change.
 //!
-//! Input is untrusted: every read is bounds-checked; containers shared through the memo are not
-//! copied while the pickle runs; the tree handed out is at most [`MAX_DEPTH`] deep and
-//! [`MAX_NODES`] large (a self-referencing list or exponentially shared tuples are refused, not
-//! followed); and values are dropped without recursion, so a deeply nested pickle cannot overflow
-//! the stack. Malformed input is an error, never a panic.
+//! Input is untrusted: every read is bounds-checked; an array's bytes must be exactly what its
+//! shape and dtype need; containers shared through the memo are not copied while the pickle runs;
+//! the tree handed out is at most [`MAX_DEPTH`] deep and [`MAX_NODES`] large (a self-referencing
+//! list or exponentially shared tuples are refused, not followed); and values are dropped without
+//! recursion, so a deeply nested pickle cannot overflow the stack. Malformed input is an error,
+//! never a panic.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::path::Path;
 use std::rc::Rc;
 
 use tch::{Kind, Tensor};
+
+use crate::{Error, Result};
 
 /// Deepest nesting of containers in a [`Value`] tree (guards against self-referencing pickles).
 pub const MAX_DEPTH: usize = 64;
@@ -58,8 +67,11 @@ pub enum Value {
     Global(String),
     /// A storage that no tensor wraps: its elements as a 1-D CPU tensor.
     Storage(Tensor),
-    /// A tensor (or `nn.Parameter`, read as its data), contiguous, on the CPU.
+    /// A tensor (or `nn.Parameter`, read as its data; or a numpy array or scalar, a 0-d scalar),
+    /// contiguous, on the CPU, in its stored dtype (numpy's bytes in the host's byte order).
     Tensor(Tensor),
+    /// A numpy dtype that no array holds, as numpy's `dtype.str` (`<f8`, `|b1`).
+    Dtype(String),
 }
 
 /// A Python dict: its entries in insertion order (keys may repeat when the pickle sets a key
@@ -89,6 +101,7 @@ impl Value {
             Value::Global(_) => "a class or function",
             Value::Storage(_) => "a storage",
             Value::Tensor(_) => "a tensor",
+            Value::Dtype(_) => "a numpy dtype",
         }
     }
 
@@ -148,15 +161,28 @@ pub(crate) trait Persistent {
     fn load(&mut self, pid: &Obj) -> R<Obj>;
 }
 
-/// For pickles that must not hold persistent ids.
-#[cfg(test)]
+/// For pickles that must not hold persistent ids (plain pickle files).
 pub(crate) struct NoPersistent;
 
-#[cfg(test)]
 impl Persistent for NoPersistent {
     fn load(&mut self, _pid: &Obj) -> R<Obj> {
         bail!("persistent ids are not supported here")
     }
+}
+
+/// Reads a plain pickle file (what `pickle.dump` writes: containers, numbers, strings, numpy
+/// arrays): the object it holds, as a tree. A pickle that references data outside itself
+/// (persistent ids, out-of-band buffers) or calls a global outside the module docs' list is
+/// refused; every refusal is [`Error::Format`] naming the file, and a file that cannot be read
+/// is [`Error::Io`].
+pub fn load(path: &Path) -> Result<Value> {
+    let bytes = std::fs::read(path).map_err(|source| Error::io(path, source))?;
+    loads(&bytes, path)
+}
+
+/// [`load`] on a pickle in memory; `path` names it in errors.
+pub fn loads(pickle: &[u8], path: &Path) -> Result<Value> {
+    unpickle(pickle, &mut NoPersistent).map_err(|Fail(m)| Error::format(path, m))
 }
 
 /// Runs `pickle` to its STOP and returns the object it builds, as a tree.
@@ -188,6 +214,20 @@ pub(crate) enum Global {
     TorchSize,
     /// A storage class (`torch.FloatStorage`, …, `torch.UntypedStorage` as bytes).
     StorageType(Kind),
+    /// `numpy.core.multiarray._reconstruct`: an empty array that BUILD fills.
+    NumpyReconstruct,
+    /// `numpy.core.numeric._frombuffer`: protocol 5's array from its bytes.
+    NumpyFromBuffer,
+    /// `numpy.core.multiarray.scalar`: a numpy scalar from its dtype and bytes.
+    NumpyScalar,
+    /// `numpy.ndarray`, the type `_reconstruct` makes.
+    NumpyNdarray,
+    /// `numpy.dtype`, whose byte order BUILD sets.
+    NumpyDtype,
+    /// `_codecs.encode`: protocol 2's bytes, as a latin-1 str.
+    CodecsEncode,
+    /// `bytes`, which protocol 2 calls without arguments for `b''`.
+    Bytes,
     /// Any other global, as `module.name`: it may be named, not called.
     Other(String),
 }
@@ -215,6 +255,17 @@ impl Global {
             ("torch", "ComplexFloatStorage") => storage(Kind::ComplexFloat),
             ("torch", "ComplexDoubleStorage") => storage(Kind::ComplexDouble),
             ("torch" | "torch.storage", "UntypedStorage") => storage(Kind::Uint8),
+            ("numpy.core.multiarray" | "numpy._core.multiarray", "_reconstruct") => {
+                Global::NumpyReconstruct
+            }
+            ("numpy.core.numeric" | "numpy._core.numeric", "_frombuffer") => {
+                Global::NumpyFromBuffer
+            }
+            ("numpy.core.multiarray" | "numpy._core.multiarray", "scalar") => Global::NumpyScalar,
+            ("numpy", "ndarray") => Global::NumpyNdarray,
+            ("numpy", "dtype") => Global::NumpyDtype,
+            ("_codecs", "encode") => Global::CodecsEncode,
+            ("builtins" | "__builtin__", "bytes") => Global::Bytes,
             _ => Global::Other(format!("{module}.{name}")),
         }
     }
@@ -230,6 +281,13 @@ impl Global {
             Global::RebuildFromTypeV2 => "torch._tensor._rebuild_from_type_v2".into(),
             Global::TorchSize => "torch.Size".into(),
             Global::StorageType(kind) => format!("torch.{kind:?}Storage"),
+            Global::NumpyReconstruct => "numpy.core.multiarray._reconstruct".into(),
+            Global::NumpyFromBuffer => "numpy.core.numeric._frombuffer".into(),
+            Global::NumpyScalar => "numpy.core.multiarray.scalar".into(),
+            Global::NumpyNdarray => "numpy.ndarray".into(),
+            Global::NumpyDtype => "numpy.dtype".into(),
+            Global::CodecsEncode => "_codecs.encode".into(),
+            Global::Bytes => "builtins.bytes".into(),
             Global::Other(name) => name.clone(),
         }
     }
@@ -259,6 +317,10 @@ pub(crate) enum Obj {
     Global(Rc<Global>),
     Storage(Rc<Storage>),
     Tensor(Rc<Tensor>),
+    /// A numpy array: empty from `_reconstruct` until BUILD gives it its data (the memo may hold
+    /// it before then, so it is shared).
+    NdArray(Rc<RefCell<Option<Tensor>>>),
+    Dtype(Rc<RefCell<Dtype>>),
 }
 
 pub(crate) struct DictObj {
@@ -281,6 +343,8 @@ impl Obj {
             Obj::Global(_) => "a global",
             Obj::Storage(_) => "a storage",
             Obj::Tensor(_) => "a tensor",
+            Obj::NdArray(_) => "a numpy array",
+            Obj::Dtype(_) => "a numpy dtype",
         }
     }
 
@@ -373,6 +437,11 @@ fn to_value(obj: &Obj, depth: usize, nodes: &mut usize) -> R<Value> {
         Obj::Global(g) => Value::Global(g.dotted()),
         Obj::Storage(s) => Value::Storage(s.data.shallow_clone()),
         Obj::Tensor(t) => Value::Tensor(t.shallow_clone()),
+        Obj::NdArray(a) => match &*a.borrow() {
+            Some(t) => Value::Tensor(t.shallow_clone()),
+            None => bail!("a numpy array without its data (_reconstruct without BUILD)"),
+        },
+        Obj::Dtype(d) => Value::Dtype(d.borrow().name()),
     })
 }
 
@@ -479,6 +548,7 @@ mod op {
     pub const BINBYTES: u8 = b'B';
     pub const SHORT_BINBYTES: u8 = b'C';
     pub const BINBYTES8: u8 = 0x8e;
+    pub const BYTEARRAY8: u8 = 0x96;
     pub const NONE: u8 = b'N';
     pub const NEWTRUE: u8 = 0x88;
     pub const NEWFALSE: u8 = 0x89;
@@ -745,10 +815,12 @@ impl Machine<'_, '_> {
                     let s = self.reader.utf8(n)?;
                     self.stack.push(Obj::Str(s));
                 }
-                op::BINBYTES | op::SHORT_BINBYTES | op::BINBYTES8 => {
+                // A bytearray (protocol 5's in-band buffer of a writable numpy array) reads as the
+                // bytes it holds: nothing here mutates it.
+                op::BINBYTES | op::SHORT_BINBYTES | op::BINBYTES8 | op::BYTEARRAY8 => {
                     let n = match code {
                         op::BINBYTES => self.reader.len_u32()?,
-                        op::BINBYTES8 => self.reader.len_u64()?,
+                        op::BINBYTES8 | op::BYTEARRAY8 => self.reader.len_u64()?,
                         _ => usize::from(self.reader.u8()?),
                     };
                     let bytes = self.reader.take(n)?;
@@ -772,11 +844,61 @@ impl Machine<'_, '_> {
     }
 
     /// BUILD: sets the state of the object on top of the stack (Python's `__setstate__`).
-    fn build(&mut self, _state: &Obj) -> R<()> {
+    fn build(&mut self, state: &Obj) -> R<()> {
         match self.top()? {
             // OrderedDict's `_metadata` (a state_dict), a tensor's Python attributes: neither
             // changes the data, so the state is dropped.
             Obj::Dict(_) | Obj::Tensor(_) => Ok(()),
+            // ndarray.__setstate__((version, shape, dtype, is_fortran, data)); old pickles have
+            // no version, which numpy still accepts.
+            Obj::NdArray(array) => {
+                let Obj::Tuple(items) = state else {
+                    bail!("numpy array state is {}", state.type_name());
+                };
+                let (shape, dtype, fortran, data) = match &items[..] {
+                    [Obj::Int(1), shape, dtype, fortran, data] | [shape, dtype, fortran, data] => {
+                        (shape, dtype, fortran, data)
+                    }
+                    _ => bail!("unsupported numpy array state of {} items", items.len()),
+                };
+                let Obj::Dtype(dtype) = dtype else {
+                    bail!("numpy array dtype is {}", dtype.type_name());
+                };
+                let fortran = match fortran {
+                    Obj::Bool(b) => *b,
+                    Obj::Int(i) => *i != 0,
+                    other => bail!("numpy array is_fortran is {}", other.type_name()),
+                };
+                let t = ndarray(data, &dtype.borrow(), shape, fortran)?;
+                *array.borrow_mut() = Some(t);
+                Ok(())
+            }
+            // dtype.__setstate__((version, byte order, subarray, names, fields, elsize,
+            // alignment, flags[, metadata])).
+            Obj::Dtype(dtype) => {
+                let Obj::Tuple(items) = state else {
+                    bail!("numpy dtype state is {}", state.type_name());
+                };
+                let (order, subarray, names) = match &items[..] {
+                    [Obj::Int(3 | 4), Obj::Str(order), subarray, names, _, _, _, _]
+                    | [Obj::Int(3 | 4), Obj::Str(order), subarray, names, _, _, _, _, _] => {
+                        (order, subarray, names)
+                    }
+                    _ => bail!("unsupported numpy dtype state of {} items", items.len()),
+                };
+                if !matches!((subarray, names), (Obj::None, Obj::None)) {
+                    bail!("structured and sub-array numpy dtypes are not supported");
+                }
+                let order = match &**order {
+                    "<" => ByteOrder::Little,
+                    ">" => ByteOrder::Big,
+                    "=" => ByteOrder::Native,
+                    "|" => ByteOrder::NotApplicable,
+                    other => bail!("unknown numpy byte order {other:?}"),
+                };
+                dtype.borrow_mut().order = order;
+                Ok(())
+            }
             other => bail!("BUILD on {}", other.type_name()),
         }
     }
@@ -834,9 +956,193 @@ impl Machine<'_, '_> {
             Global::StorageType(kind) => {
                 bail!("construction of a {kind:?} storage is not supported")
             }
+            Global::NumpyReconstruct => match args {
+                [Obj::Global(ty), _shape, _dtype] if **ty == Global::NumpyNdarray => {
+                    Ok(Obj::NdArray(Rc::new(RefCell::new(None))))
+                }
+                [Obj::Global(ty), _, _] => {
+                    bail!("numpy array type {} is not supported", ty.dotted())
+                }
+                _ => bail!("_reconstruct with unsupported arguments"),
+            },
+            Global::NumpyFromBuffer => match args {
+                [data, Obj::Dtype(dtype), shape, Obj::Str(order)] => {
+                    let fortran = match &**order {
+                        "C" => false,
+                        "F" => true,
+                        other => bail!("_frombuffer with order {other:?}"),
+                    };
+                    let t = ndarray(data, &dtype.borrow(), shape, fortran)?;
+                    Ok(Obj::NdArray(Rc::new(RefCell::new(Some(t)))))
+                }
+                _ => bail!("_frombuffer with unsupported arguments"),
+            },
+            Global::NumpyScalar => match args {
+                [Obj::Dtype(dtype), data] => {
+                    let t = ndarray(data, &dtype.borrow(), &Obj::Tuple(Rc::from([])), false)?;
+                    Ok(Obj::Tensor(Rc::new(t)))
+                }
+                _ => bail!("numpy scalar with unsupported arguments"),
+            },
+            Global::NumpyDtype => match args {
+                // dtype(code, align, copy): native byte order until BUILD says otherwise.
+                [Obj::Str(code), ..] if args.len() <= 3 => {
+                    Ok(Obj::Dtype(Rc::new(RefCell::new(Dtype {
+                        code: code.to_string(),
+                        order: ByteOrder::Native,
+                    }))))
+                }
+                _ => bail!("numpy.dtype with unsupported arguments"),
+            },
+            Global::NumpyNdarray => bail!("numpy.ndarray can only be named by _reconstruct"),
+            Global::CodecsEncode => match args {
+                [Obj::Str(text), Obj::Str(codec)] if matches!(&**codec, "latin1" | "latin-1") => {
+                    let bytes = text
+                        .chars()
+                        .map(|c| u8::try_from(u32::from(c)))
+                        .collect::<std::result::Result<Vec<u8>, _>>()
+                        .map_err(|_| Fail("_codecs.encode of a non-latin-1 str".into()))?;
+                    Ok(Obj::Bytes(Rc::from(bytes)))
+                }
+                _ => bail!("_codecs.encode with unsupported arguments (only latin-1 str)"),
+            },
+            Global::Bytes => match args {
+                [] => Ok(Obj::Bytes(Rc::from([]))),
+                _ => bail!("bytes with arguments"),
+            },
             Global::Other(name) => bail!("unsupported global {name}"),
         }
     }
+}
+
+/// The byte order of a numpy dtype.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ByteOrder {
+    Little,
+    Big,
+    /// `=`
+    Native,
+    /// `|`: one-byte types.
+    NotApplicable,
+}
+
+/// A numpy dtype: its type code without byte order (`f8`, `i4`, `b1`, `O8`, `U5`, …) and the
+/// byte order BUILD gave it. Only the codes of [`Dtype::kind`] make arrays; any other may be
+/// named.
+#[derive(Debug, Clone)]
+pub(crate) struct Dtype {
+    code: String,
+    order: ByteOrder,
+}
+
+impl Dtype {
+    /// numpy's `dtype.str` (`<f8`, `>i4`, `|b1`), with `=` for the native order.
+    fn name(&self) -> String {
+        let order = match self.order {
+            ByteOrder::Little => '<',
+            ByteOrder::Big => '>',
+            ByteOrder::Native => '=',
+            ByteOrder::NotApplicable => '|',
+        };
+        format!("{order}{}", self.code)
+    }
+
+    /// The tensor kind of the supported numeric dtypes.
+    fn kind(&self) -> R<Kind> {
+        Ok(match self.code.as_str() {
+            "b1" => Kind::Bool,
+            "u1" => Kind::Uint8,
+            "i1" => Kind::Int8,
+            "i2" => Kind::Int16,
+            "i4" => Kind::Int,
+            "i8" => Kind::Int64,
+            "f2" => Kind::Half,
+            "f4" => Kind::Float,
+            "f8" => Kind::Double,
+            code if code.starts_with('O') => {
+                bail!("numpy arrays of Python objects (dtype object) are not supported")
+            }
+            code => bail!(
+                "numpy dtype {code} is not supported (bool, uint8, int8, int16, int32, int64, \
+                 float16, float32 and float64 are)"
+            ),
+        })
+    }
+
+    /// Whether the bytes must be reversed to be read on this host.
+    fn foreign(&self) -> bool {
+        match self.order {
+            ByteOrder::Little => cfg!(target_endian = "big"),
+            ByteOrder::Big => cfg!(target_endian = "little"),
+            ByteOrder::Native | ByteOrder::NotApplicable => false,
+        }
+    }
+}
+
+/// A numpy array of `shape` and `dtype` from its raw bytes (C or Fortran order, either byte
+/// order), as a contiguous tensor in row-major order. The bytes must be exactly what the shape
+/// and dtype need.
+fn ndarray(data: &Obj, dtype: &Dtype, shape: &Obj, fortran: bool) -> R<Tensor> {
+    let kind = dtype.kind()?;
+    let data = match data {
+        Obj::Bytes(b) => b,
+        // An object array's state holds a list of its items.
+        other => bail!("numpy array data is {}, not bytes", other.type_name()),
+    };
+    let Obj::Tuple(dims) = shape else {
+        bail!("numpy array shape is {}", shape.type_name());
+    };
+    let mut shape = Vec::with_capacity(dims.len());
+    for d in dims.iter() {
+        match d {
+            Obj::Int(n) if *n >= 0 => shape.push(*n),
+            other => bail!("numpy array shape holds {}", other.type_name()),
+        }
+    }
+    let what = format!(
+        "numpy array of shape {shape:?} and dtype {}{}",
+        dtype.name(),
+        if fortran { " in Fortran order" } else { "" }
+    );
+    if fortran {
+        // Column-major bytes are the row-major bytes of the reversed shape.
+        shape.reverse();
+    }
+    let t = if dtype.foreign() {
+        let unit = kind.elt_size_in_bytes();
+        let mut swapped = data.to_vec();
+        swapped.chunks_exact_mut(unit).for_each(<[u8]>::reverse);
+        tensor_from_bytes(&swapped, &shape, kind)
+    } else {
+        tensor_from_bytes(data, &shape, kind)
+    }
+    .map_err(|Fail(m)| Fail(format!("{what}: {m}")))?;
+    if fortran && shape.len() > 1 {
+        let back: Vec<i64> = (0..shape.len() as i64).rev().collect();
+        Ok(t.f_permute(back.as_slice())?.f_contiguous()?)
+    } else {
+        Ok(t)
+    }
+}
+
+/// A tensor of `shape` and `kind` from exactly as many host-order bytes as it needs. Bool bytes
+/// other than 0 and 1 read as true: libtorch must never see them.
+pub(crate) fn tensor_from_bytes(data: &[u8], shape: &[i64], kind: Kind) -> R<Tensor> {
+    let nbytes = shape
+        .iter()
+        .try_fold(kind.elt_size_in_bytes(), |n, &d| {
+            usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+        })
+        .filter(|&n| i64::try_from(n).is_ok())
+        .ok_or_else(|| Fail("its size overflows".into()))?;
+    if data.len() != nbytes {
+        bail!("needs {nbytes} bytes, the data has {}", data.len());
+    }
+    Ok(if kind == Kind::Bool {
+        Tensor::f_from_data_size(data, shape, Kind::Uint8)?.f_ne(0)?
+    } else {
+        Tensor::f_from_data_size(data, shape, kind)?
+    })
 }
 
 /// `_rebuild_tensor_v2`: the strided view of a storage, made contiguous.
@@ -1024,5 +1330,143 @@ mod tests {
             let Fail(msg) = run(p).unwrap_err();
             assert!(msg.contains(word), "{p:?}: {msg}");
         }
+    }
+
+    /// BINUNICODE of `s`.
+    fn str_op(s: &str) -> Vec<u8> {
+        let len = u32::try_from(s.len()).unwrap().to_le_bytes();
+        [&b"X"[..], &len, s.as_bytes()].concat()
+    }
+
+    /// numpy's `__reduce__` of one array, written by hand: `_reconstruct(ndarray, (0,), b'b')`,
+    /// memoized as 0, then BUILD with `(1, shape, dtype(code) with byte order `order`, fortran,
+    /// data)`; no STOP.
+    fn np_array(code: &str, order: &str, shape: &[u8], fortran: bool, data: &[u8]) -> Vec<u8> {
+        let mut p = b"\x80\x03cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87Rq\x00(K\x01("
+            .to_vec();
+        for &d in shape {
+            p.extend([b'K', d]);
+        }
+        p.extend(b"tcnumpy\ndtype\n");
+        p.extend(str_op(code));
+        p.extend(b"\x89\x88\x87R(K\x03");
+        p.extend(str_op(order));
+        p.extend(b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb");
+        p.push(if fortran { 0x88 } else { 0x89 });
+        p.push(b'B');
+        p.extend(u32::try_from(data.len()).unwrap().to_le_bytes());
+        p.extend(data);
+        p.extend(b"tb");
+        p
+    }
+
+    fn tensor(p: &[u8]) -> Tensor {
+        match run(p) {
+            Ok(Value::Tensor(t)) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn hand_written_numpy_arrays() {
+        // Big-endian int16 0x0102 and 0xfffe.
+        let mut p = np_array("i2", ">", &[2], false, &[0x01, 0x02, 0xff, 0xfe]);
+        p.push(b'.');
+        let t = tensor(&p);
+        assert_eq!(t.kind(), Kind::Int16);
+        assert_eq!(Vec::<i64>::try_from(&t).unwrap(), [258, -2]);
+        // Fortran-order uint8 (2, 2) stored column by column: 1, 3, 2, 4.
+        let mut p = np_array("u1", "|", &[2, 2], true, &[1, 3, 2, 4]);
+        p.push(b'.');
+        let t = tensor(&p);
+        assert_eq!(t.size(), [2, 2]);
+        assert_eq!(Vec::<i64>::try_from(t.reshape([-1])).unwrap(), [1, 2, 3, 4]);
+        // Any nonzero byte is true.
+        let mut p = np_array("b1", "|", &[3], false, &[0, 2, 1]);
+        p.push(b'.');
+        let t = tensor(&p);
+        assert_eq!(t.kind(), Kind::Bool);
+        assert_eq!(Vec::<bool>::try_from(&t).unwrap(), [false, true, true]);
+        // The memo holds the array _reconstruct made; BUILD fills that same array.
+        let mut p = np_array("f8", "<", &[], false, &2.5f64.to_le_bytes());
+        p.extend(b"h\x00\x86.");
+        let Ok(Value::Tuple(items)) = run(&p) else {
+            panic!()
+        };
+        for item in &items {
+            let Value::Tensor(t) = item else {
+                panic!("{item:?}")
+            };
+            assert_eq!(t.size(), Vec::<i64>::new());
+            assert_eq!(t.double_value(&[]), 2.5);
+        }
+        // A dtype on its own reads as its name.
+        let v = run(b"\x80\x03cnumpy\ndtype\nX\x02\x00\x00\x00f4\x85R.").unwrap();
+        assert!(matches!(v, Value::Dtype(ref d) if d == "=f4"), "{v:?}");
+        // Protocol 2's bytes: latin-1 text through _codecs.encode ('\u{ff}' is one byte).
+        let v = run(
+            b"\x80\x02c_codecs\nencode\nX\x03\x00\x00\x00a\xc3\xbfX\x06\x00\x00\x00latin1\x86R.",
+        )
+        .unwrap();
+        assert!(matches!(v, Value::Bytes(ref b) if b == b"a\xff"), "{v:?}");
+    }
+
+    #[test]
+    fn malformed_numpy_arrays_are_errors() {
+        let with_stop = |mut p: Vec<u8>| {
+            p.push(b'.');
+            p
+        };
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (
+                with_stop(np_array("f4", "<", &[3], false, &[0; 11])),
+                "numpy array of shape [3] and dtype <f4: needs 12 bytes, the data has 11",
+            ),
+            (
+                with_stop(np_array("f8", "<", &[2, 3], true, &[0; 40])),
+                "shape [2, 3] and dtype <f8 in Fortran order: needs 48 bytes",
+            ),
+            (
+                with_stop(np_array("f8", "?", &[1], false, &[0; 8])),
+                "unknown numpy byte order",
+            ),
+            (
+                with_stop(np_array("u2", "<", &[1], false, &[0; 2])),
+                "numpy dtype u2 is not supported",
+            ),
+            (
+                b"\x80\x03cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nK\x00\x85C\x01b\x87R."
+                    .to_vec(),
+                "without its data",
+            ),
+            (b"\x80\x03cnumpy\nndarray\n)R.".to_vec(), "can only be named"),
+            (
+                b"\x80\x03cnumpy._core.numeric\n_frombuffer\n(C\x00cnumpy\ndtype\nX\x02\x00\x00\x00f8\x85R)X\x01\x00\x00\x00AtR."
+                    .to_vec(),
+                "_frombuffer with order \"A\"",
+            ),
+            (
+                b"\x80\x02c_codecs\nencode\nX\x02\x00\x00\x00\xc4\x80X\x06\x00\x00\x00latin1\x86R."
+                    .to_vec(),
+                "non-latin-1",
+            ),
+            (b"\x80\x02c__builtin__\nbytes\nK\x01\x85R.".to_vec(), "bytes with arguments"),
+        ];
+        for (p, word) in cases {
+            let Fail(msg) = run(&p).unwrap_err();
+            assert!(msg.contains(word), "`{word}` not in: {msg}");
+        }
+        // A shape whose byte count overflows is refused before anything is allocated.
+        let mut p = np_array("f8", "<", &[], false, &[]);
+        let at = p.windows(3).position(|w| w == b"K\x01(").unwrap() + 3;
+        p.splice(
+            at..at,
+            b"J\xff\xff\xff\x7fJ\xff\xff\xff\x7fJ\xff\xff\xff\x7f"
+                .iter()
+                .copied(),
+        );
+        p.push(b'.');
+        let Fail(msg) = run(&p).unwrap_err();
+        assert!(msg.contains("overflows"), "{msg}");
     }
 }

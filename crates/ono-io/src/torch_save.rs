@@ -213,12 +213,7 @@ impl Storages {
         let len =
             i64::try_from(numel).map_err(|_| Fail(format!("storage {key}: too many elements")))?;
         let data = bytes.get(..nbytes).unwrap_or_default();
-        let t = if kind == Kind::Bool {
-            // Any nonzero byte is true; never hand libtorch a bool byte other than 0 or 1.
-            Tensor::f_from_data_size(data, &[len], Kind::Uint8)?.f_ne(0)?
-        } else {
-            Tensor::f_from_data_size(data, &[len], kind)?
-        };
+        let t = pickle::tensor_from_bytes(data, &[len], kind)?;
         let s = Rc::new(Storage {
             kind,
             key: key.to_string(),
