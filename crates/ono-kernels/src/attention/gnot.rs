@@ -63,7 +63,8 @@ pub fn gnot_cross(q: &Tensor, sets: &[(&Tensor, &Tensor, Option<&Tensor>)]) -> R
             denom = denom.f_where_scalarother(&denom.f_ne(0.0)?, 1.0)?;
         }
         let ctx = k.f_transpose(-2, -1)?.f_matmul(v)?;
-        out = out.f_add(&q.f_matmul(&ctx)?.f_div(&denom)?)?;
+        // × 1/denominator, as the reference (`D_inv`), for its float32 rounding.
+        out = out.f_add(&q.f_matmul(&ctx)?.f_mul(&denom.f_reciprocal()?)?)?;
     }
     Ok(out)
 }
