@@ -48,7 +48,11 @@ fn perturbed_weights_are_caught() {
     ] {
         perturbed_weight_is_caught("gnot", "gnot_small", name);
     }
-    perturbed_weight_is_caught("gnot", "gnot_ragged_small", "blocks.1.selfattn.value.weight");
+    perturbed_weight_is_caught(
+        "gnot",
+        "gnot_ragged_small",
+        "blocks.1.selfattn.value.weight",
+    );
     for name in [
         "blocks.0.mlp1.0.weight",
         "blocks.1.mlp2.2.weight",
@@ -56,7 +60,11 @@ fn perturbed_weights_are_caught() {
     ] {
         perturbed_weight_is_caught("gnot", "cgpt_small", name);
     }
-    perturbed_weight_is_caught("gnot", "cgpt_noinput_small", "blocks.0.crossattn.query.weight");
+    perturbed_weight_is_caught(
+        "gnot",
+        "cgpt_noinput_small",
+        "blocks.0.crossattn.query.weight",
+    );
 }
 
 #[test]
@@ -102,7 +110,10 @@ fn sample(t: i64, n0: i64, n1: i64) -> Sample {
     Sample {
         pos: Tensor::randn([1, t, 2], F64),
         fx: theta.expand([1, t, 3], false),
-        f: [Tensor::randn([1, n0, 3], F64), Tensor::randn([1, n1, 2], F64)],
+        f: [
+            Tensor::randn([1, n0, 3], F64),
+            Tensor::randn([1, n1, 2], F64),
+        ],
     }
 }
 
@@ -216,8 +227,9 @@ fn an_empty_input_function_is_no_input() {
             mask: Some(&none),
         },
     ];
-    let out = tch::no_grad(|| model.forward(&ModelInput::new(&s.pos, &s.fx).with_functions(&f), false))
-        .unwrap();
+    let out =
+        tch::no_grad(|| model.forward(&ModelInput::new(&s.pos, &s.fx).with_functions(&f), false))
+            .unwrap();
     assert!(bool::try_from(out.isfinite().all()).unwrap());
     // The same with other values in the empty function.
     let other = Tensor::randn([1, 4, 2], F64);
@@ -285,23 +297,22 @@ fn bad_inputs_are_errors() {
     non_finite(run(&nan(&s.pos), Some(&s.fx), &good, None));
     non_finite(run(&s.pos, Some(&nan(&s.fx)), &good, None));
     let nan_f = nan(&s.f[1]);
-    non_finite(run(
-        &s.pos,
-        Some(&s.fx),
-        &[good[0], unmasked(&nan_f)],
-        None,
-    ));
+    non_finite(run(&s.pos, Some(&s.fx), &[good[0], unmasked(&nan_f)], None));
     // A time value and separate query points are refused; a grid shape is accepted and ignored.
     let time = Tensor::zeros([1, 1], F64);
     let input = ModelInput::new(&s.pos, &s.fx).with_functions(&good);
-    let e = model.forward(&input.with_time(Some(&time)), false).unwrap_err();
+    let e = model
+        .forward(&input.with_time(Some(&time)), false)
+        .unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     let e = model
         .forward(&input.with_query(Some(&s.pos), None), false)
         .unwrap_err();
     assert!(matches!(e, Error::Unsupported { .. }), "{e}");
     let plain = model.forward(&input, false).unwrap();
-    let gridded = model.forward(&input.with_grid(Some(&[2, 3])), false).unwrap();
+    let gridded = model
+        .forward(&input.with_grid(Some(&[2, 3])), false)
+        .unwrap();
     assert!(plain.equal(&gridded));
 }
 
@@ -332,7 +343,8 @@ fn bad_configurations_are_errors() {
         assert!(matches!(bad.validate(), Err(Error::Config(_))), "{bad:?}");
     }
     // Unknown fields are refused by name; `model` and `mask_padding` are read.
-    let err = serde_json::from_str::<ModelConfig>(r#"{"arch": "gnot", "n_expert": 3}"#).unwrap_err();
+    let err =
+        serde_json::from_str::<ModelConfig>(r#"{"arch": "gnot", "n_expert": 3}"#).unwrap_err();
     assert!(err.to_string().contains("n_expert"), "{err}");
     let cfg: ModelConfig =
         serde_json::from_str(r#"{"arch": "gnot", "model": "cgpt", "mask_padding": true}"#).unwrap();
@@ -378,7 +390,10 @@ fn the_trait_forward_is_the_reference_on_the_real_rows() {
         )
     })
     .unwrap();
-    let rows = Tensor::cat(&[out.get(0).narrow(0, 0, 40), out.get(1).narrow(0, 0, 29)], 0);
+    let rows = Tensor::cat(
+        &[out.get(0).narrow(0, 0, 40), out.get(1).narrow(0, 0, 29)],
+        0,
+    );
     let want = t("output.eval_f64");
     let err = max_diff(&rows, &want) / want.abs().max().double_value(&[]);
     assert!(err < 1e-12, "{err}");

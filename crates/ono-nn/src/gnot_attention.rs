@@ -282,7 +282,10 @@ mod tests {
         let a = config().init_cross(&vs.root(), 2).unwrap();
         vs.set_kind(Kind::Double);
         let x = Tensor::randn([2, 5, 6], OPTS);
-        let (y0, y1) = (Tensor::randn([2, 4, 6], OPTS), Tensor::randn([2, 3, 6], OPTS));
+        let (y0, y1) = (
+            Tensor::randn([2, 4, 6], OPTS),
+            Tensor::randn([2, 3, 6], OPTS),
+        );
         let got = a.forward(&x, &[(&y0, None), (&y1, None)]).unwrap();
         let want = oracle(
             &x,

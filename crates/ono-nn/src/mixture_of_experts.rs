@@ -99,9 +99,11 @@ impl DenseMixture {
             .map(|expert| expert.forward(x))
             .collect::<Result<Vec<_>>>()?;
         let stacked = Tensor::f_stack(&outs, -1)?; // (B, N, dim, E)
-        Ok(stacked
-            .f_mul(&gate.f_unsqueeze(2)?)?
-            .f_sum_dim_intlist(&[-1i64][..], false, stacked.kind())?)
+        Ok(stacked.f_mul(&gate.f_unsqueeze(2)?)?.f_sum_dim_intlist(
+            &[-1i64][..],
+            false,
+            stacked.kind(),
+        )?)
     }
 }
 

@@ -116,9 +116,7 @@ pub(super) fn forward(model: &Gnot, inputs: &NamedTensors, train: bool) -> Resul
         features.push(theta.f_unsqueeze(1)?.f_expand([b, t, th], false)?);
     }
     let fx = Tensor::f_cat(&features, -1)?;
-    let functions: Vec<&Tensor> = (0..)
-        .map_while(|l| inputs.get(&format!("f{l}")))
-        .collect();
+    let functions: Vec<&Tensor> = (0..).map_while(|l| inputs.get(&format!("f{l}"))).collect();
     let functions: Vec<InputFunction<'_>> = functions
         .into_iter()
         .map(|values| InputFunction { values, mask: None })
