@@ -183,6 +183,24 @@ fn gnot_self_and_heterogeneous_cross_equal_oracle() {
     );
 }
 
+/// A set whose keys are all masked for a sample (an empty input function) adds nothing to that
+/// sample: the output is q̃ plus the other sets' terms, finite, instead of 0/0.
+#[test]
+fn gnot_fully_masked_set_contributes_nothing() {
+    let mut rng = seeded(12);
+    let (q, k, v) = qkv(&mut rng);
+    let k2 = A4::random(&mut rng, [B, H, 3, D], 1.5);
+    let v2 = A4::random(&mut rng, [B, H, 3, D], 1.5);
+    // Sample 1 has no real row in the second set; sample 0 has all three.
+    let mask2 = Tensor::from_slice(&[1.0f64, 1.0, 1.0, 0.0, 0.0, 0.0]).view([B as i64, 3]);
+    let (qt, kt, vt, k2t, v2t) = (q.tensor(), k.tensor(), v.tensor(), k2.tensor(), v2.tensor());
+    let out = gnot_cross(&qt, &[(&kt, &vt, None), (&k2t, &v2t, Some(&mask2))]).unwrap();
+    let both = gnot_oracle(&q, &[(&k, &v), (&k2, &v2)]).tensor();
+    let first = gnot_oracle(&q, &[(&k, &v)]).tensor();
+    assert_close(&out.narrow(0, 0, 1), &both.narrow(0, 0, 1), RTOL, ATOL);
+    assert_close(&out.narrow(0, 1, 1), &first.narrow(0, 1, 1), RTOL, ATOL);
+}
+
 /// Padding keys and masking them must equal removing them: checked per sample.
 #[test]
 fn masked_keys_equal_removed_keys() {

@@ -17,7 +17,8 @@
 //! ([`NeuralOperator::reference_forward`](crate::NeuralOperator::reference_forward)), `input.y`,
 //! `output.eval`, `output.eval_f64`, optionally `output.train`, `loss.train` and `grad.*`:
 //! 1. load `param.*`, reset the running statistics, one training forward: compare
-//!    `output.train` (if stored), `loss.train` (Σ_b relative L2 against `input.y`), the
+//!    `output.train` (if stored), `loss.train` (Σ_b relative L2 against `input.y`; with
+//!    `input.num_nodes`, the ragged layout of GNOT, sample b is the next num_nodes_b rows), the
 //!    statistics it updated against the stored buffers, and every gradient (a parameter the
 //!    forward does not use must get none or zeros);
 //! 2. the eval forward with those statistics: compare `output.eval`.
@@ -299,6 +300,34 @@ fn normwise(a: &Tensor, b: &Tensor, denominator: Option<f64>) -> Result<f64> {
     Ok(if den > 0.0 { diff / den } else { diff })
 }
 
+/// Σ_b relative L2 of a ragged case (GNOT's): `out` and `y` hold the samples' rows one after the
+/// other, `counts` (B) rows each.
+fn ragged_loss(out: &Tensor, y: &Tensor, counts: &Tensor) -> Result<Tensor> {
+    let counts: Vec<i64> = Vec::try_from(counts.f_to_kind(Kind::Int64)?)?;
+    let rows = y.size().first().copied().unwrap_or(0);
+    if counts.iter().any(|&n| n < 1) || counts.iter().sum::<i64>() != rows {
+        return Err(Error::Shape {
+            op: "reference check",
+            expected: format!("targets with the Σ num_nodes {counts:?} rows"),
+            got: y.size(),
+        });
+    }
+    let out = out.f_reshape(y.size())?;
+    let mut total: Option<Tensor> = None;
+    for (o, t) in out
+        .f_split_with_sizes(&counts, 0)?
+        .iter()
+        .zip(y.f_split_with_sizes(&counts, 0)?)
+    {
+        let l = relative_l2(&o.f_unsqueeze(0)?, &t.f_unsqueeze(0)?, Reduction::Sum, None)?;
+        total = Some(match total {
+            Some(acc) => acc.f_add(&l)?,
+            None => l,
+        });
+    }
+    total.ok_or_else(|| Error::Config("a ragged case without samples".into()))
+}
+
 /// Runs the procedure of the module documentation in `kind` (Float against the float32
 /// references, Double against the float64 ones) on `device`.
 pub fn check(fixture: &Fixture, kind: Kind, device: Device, tol: &Tolerances) -> Result<Report> {
@@ -381,13 +410,18 @@ fn check_state_dict(
         .get("input.y")?
         .f_to_device(device)?
         .f_to_kind(kind)?;
-    let b = y.size().first().copied().unwrap_or(1);
-    let loss = relative_l2(
-        &train.f_reshape([b, -1])?,
-        &y.f_reshape([b, -1])?,
-        Reduction::Sum,
-        None,
-    )?;
+    let loss = match fixture.tensors.get("input.num_nodes") {
+        Some(counts) => ragged_loss(&train, &y, counts)?,
+        None => {
+            let b = y.size().first().copied().unwrap_or(1);
+            relative_l2(
+                &train.f_reshape([b, -1])?,
+                &y.f_reshape([b, -1])?,
+                Reduction::Sum,
+                None,
+            )?
+        }
+    };
     push(
         "loss.train".into(),
         normwise(&loss, fixture.get("loss.train")?, None)?,

@@ -10,6 +10,8 @@
 //!   1-, 2- and 3-D grids, and Geo-FNO on structured meshes);
 //! - the Neural-Solver-Library's F-FNO ([`ffno`]) and U-FNO ([`ufno`]) on its model frame
 //!   ([`ono_nn::nsl_frame`]);
+//! - the baselines of their own papers: Cao's Galerkin / Fourier Transformer ([`galerkin`]) and
+//!   GNOT with its CGPT variant ([`gnot`]);
 //! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
 
 mod arch;
@@ -19,6 +21,7 @@ pub mod fixture;
 pub mod fno;
 pub mod galerkin;
 pub mod geofno;
+pub mod gnot;
 pub mod io;
 mod model;
 pub mod nsl_fno;

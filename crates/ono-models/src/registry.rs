@@ -124,6 +124,7 @@ registry! {
     Ffno(crate::ffno::FfnoConfig),
     Ufno(crate::ufno::UfnoConfig),
     Galerkin(crate::galerkin::GalerkinConfig),
+    Gnot(crate::gnot::GnotConfig),
 }
 
 fn unknown_arch(arch: &str) -> Error {

@@ -1,7 +1,8 @@
 //! Layers and blocks of neural operators on `tch::nn::Path`: linear layers with the reference
 //! initialisations, MLPs, norms, multi-head attention modules, the pre-norm transformer block and
 //! the orthogonal attention block of ONO, convolutions, the FNO Fourier layer, the Geo-FNO
-//! projection with its deformation net, and the Neural-Solver-Library model frame.
+//! projection with its deformation net, GNOT's normalized attention and geometric mixture of
+//! experts, and the Neural-Solver-Library model frame.
 //!
 //! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
 //! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
@@ -12,11 +13,13 @@ mod error;
 pub mod factorized_spectral_conv;
 pub mod galerkin_attention;
 pub mod geo_projection;
+pub mod gnot_attention;
 pub mod grid;
 pub mod interp_scaler;
 pub mod iphi;
 pub mod linear;
 pub mod loss;
+pub mod mixture_of_experts;
 pub mod mlp;
 pub mod norm;
 pub mod nsl_frame;

@@ -1,14 +1,19 @@
 //! The reference `MLP` (ONO `ONOmodel2.py` L92–119, shared with Transolver-style code):
 //! `linear_pre = Sequential(Linear(in, hidden), GELU)`, optional residual hidden layers,
 //! `linear_post = Linear(hidden, out)`. ONO only uses it with no hidden layers; NSL's grid models
-//! use it as their lifting (`preprocess`) with PyTorch's default initialisation.
+//! use it as their lifting (`preprocess`) with PyTorch's default initialisation. GNOT's `MLP`
+//! (`models/mlp.py`) computes the same with plain `nn.Linear`s ([`MlpNames::Plain`]).
+//!
+//! [`SequentialMlp`]: `nn.Sequential(Linear, GELU, Linear, …)` without residuals (GNOT's experts,
+//! gate network and CGPT's feed-forward layers).
 
 use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 use tch::Tensor;
 
+use crate::conv::torch_linear;
 use crate::linear::{Linear, LinearInit};
-use crate::Result;
+use crate::{Error, Result};
 
 /// Settings of [`Mlp`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -24,6 +29,21 @@ pub struct MlpConfig {
     /// (the default), or PyTorch's default where the model applies no init of its own.
     #[serde(default)]
     pub init: LinearInit,
+    /// The parameter names of the reference's module.
+    #[serde(default)]
+    pub names: MlpNames,
+}
+
+/// How the reference names the linear layers of its MLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MlpNames {
+    /// ONO's `nn.Sequential(Linear, GELU)` blocks: `linear_pre.0`, `linears.<i>.0`,
+    /// `linear_post`.
+    #[default]
+    Sequential,
+    /// GNOT's plain `nn.Linear`s: `linear_pre`, `linears.<i>`, `linear_post`.
+    Plain,
 }
 
 impl MlpConfig {
@@ -35,6 +55,7 @@ impl MlpConfig {
             n_layers: 0,
             residual: true,
             init: LinearInit::TruncNormal,
+            names: MlpNames::Sequential,
         }
     }
 
@@ -43,15 +64,38 @@ impl MlpConfig {
         Self { init, ..self }
     }
 
-    /// Registers `linear_pre.0`, `linears.<i>.0` and `linear_post` (the reference's names).
+    /// Registers `linear_pre`, `linears.<i>` and `linear_post` under the names of
+    /// [`Self::names`], in the reference's construction order.
     pub fn init(&self, path: &Path) -> Mlp {
         let lin = self.init;
+        let hidden = |path: &Path| -> Vec<Linear> {
+            (0..self.n_layers)
+                .map(|i| {
+                    let p = path / "linears" / i;
+                    match self.names {
+                        MlpNames::Sequential => lin.init(&(&p / 0), self.hidden, self.hidden),
+                        MlpNames::Plain => lin.init(&p, self.hidden, self.hidden),
+                    }
+                })
+                .collect()
+        };
+        let post = |path: &Path| lin.init(&(path / "linear_post"), self.hidden, self.out_dim);
+        let (pre, hidden, post) = match self.names {
+            MlpNames::Sequential => {
+                let pre = lin.init(&(path / "linear_pre" / 0), self.in_dim, self.hidden);
+                (pre, hidden(path), post(path))
+            }
+            // mlp.py builds linear_pre, linear_post, then the hidden layers.
+            MlpNames::Plain => {
+                let pre = lin.init(&(path / "linear_pre"), self.in_dim, self.hidden);
+                let post = post(path);
+                (pre, hidden(path), post)
+            }
+        };
         Mlp {
-            pre: lin.init(&(path / "linear_pre" / 0), self.in_dim, self.hidden),
-            hidden: (0..self.n_layers)
-                .map(|i| lin.init(&(path / "linears" / i / 0), self.hidden, self.hidden))
-                .collect(),
-            post: lin.init(&(path / "linear_post"), self.hidden, self.out_dim),
+            pre,
+            hidden,
+            post,
             residual: self.residual,
         }
     }
@@ -85,7 +129,108 @@ impl Mlp {
     }
 }
 
+/// `nn.Sequential(Linear(w₀, w₁), GELU, Linear(w₁, w₂), GELU, …)`: the linear layers at the even
+/// indices `0, 2, 4, …` (the GELUs have no parameters), PyTorch's default initialisation.
+#[derive(Debug)]
+pub struct SequentialMlp {
+    layers: Vec<Linear>,
+}
+
+impl SequentialMlp {
+    /// Registers `<2i>.weight`, `<2i>.bias` for each consecutive pair of `widths` (at least two
+    /// widths, all positive).
+    pub fn new(path: &Path, widths: &[i64]) -> Result<Self> {
+        if widths.len() < 2 || widths.iter().any(|&w| w < 1) {
+            return Err(Error::Config(format!(
+                "a sequential MLP needs two or more positive widths, got {widths:?}"
+            )));
+        }
+        let layers = widths
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| torch_linear(&(path / (2 * i)), w[0], w[1], true))
+            .collect();
+        Ok(Self { layers })
+    }
+
+    /// # Shapes
+    /// - `x`: (..., w₀)
+    /// - returns: (..., w_last)
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut h = x.shallow_clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            if i > 0 {
+                h = gelu(&h)?;
+            }
+            h = layer.forward(&h)?;
+        }
+        Ok(h)
+    }
+}
+
 /// `nn.GELU()`: the exact erf form, not the tanh approximation.
 pub fn gelu(x: &Tensor) -> Result<Tensor> {
     Ok(x.f_gelu("none")?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::nn::VarStore;
+    use tch::{Device, Kind};
+
+    /// The two naming schemes register the same layers under the references' names and compute
+    /// the same function from the same weights.
+    #[test]
+    fn plain_names_are_gnots_and_compute_the_same() {
+        let cfg = MlpConfig {
+            n_layers: 2,
+            ..MlpConfig::new(3, 5, 2).with_init(LinearInit::Torch)
+        };
+        let (a_vs, b_vs) = (VarStore::new(Device::Cpu), VarStore::new(Device::Cpu));
+        let a = cfg.init(&a_vs.root());
+        let b = MlpConfig {
+            names: MlpNames::Plain,
+            ..cfg
+        }
+        .init(&b_vs.root());
+        let mut names: Vec<String> = b_vs.variables().into_keys().collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "linear_post.bias",
+                "linear_post.weight",
+                "linear_pre.bias",
+                "linear_pre.weight",
+                "linears.0.bias",
+                "linears.0.weight",
+                "linears.1.bias",
+                "linears.1.weight"
+            ]
+        );
+        let a_vars = a_vs.variables();
+        tch::no_grad(|| {
+            for (name, mut var) in b_vs.variables() {
+                let theirs = name
+                    .replace("linear_pre.", "linear_pre.0.")
+                    .replace("linears.0.", "linears.0.0.")
+                    .replace("linears.1.", "linears.1.0.");
+                var.copy_(&a_vars[&theirs]);
+            }
+        });
+        let x = Tensor::randn([4, 3], (Kind::Float, Device::Cpu));
+        assert!(a.forward(&x).unwrap().equal(&b.forward(&x).unwrap()));
+    }
+
+    #[test]
+    fn a_sequential_mlp_needs_two_positive_widths() {
+        let vs = VarStore::new(Device::Cpu);
+        assert!(SequentialMlp::new(&vs.root(), &[3]).is_err());
+        assert!(SequentialMlp::new(&vs.root(), &[3, 0]).is_err());
+        let m = SequentialMlp::new(&vs.root(), &[3, 4, 2]).unwrap();
+        assert!(vs.variables().contains_key("2.weight"));
+        let x = Tensor::randn([5, 3], (Kind::Float, Device::Cpu));
+        assert_eq!(m.forward(&x).unwrap().size(), [5, 2]);
+    }
 }

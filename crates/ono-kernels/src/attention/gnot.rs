@@ -25,7 +25,8 @@ pub fn gnot_linear(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) ->
 ///
 /// # Shapes
 /// - `q`: (B, H, Nq, d)
-/// - each set: `k_l` (B, H, N_l, d), `v_l` (B, H, N_l, d), optional mask (B, N_l)
+/// - each set: `k_l` (B, H, N_l, d), `v_l` (B, H, N_l, d), optional mask (B, N_l); a sample
+///   with no real key in a set gets no contribution from it
 /// - returns: (B, H, Nq, d)
 pub fn gnot_cross(q: &Tensor, sets: &[(&Tensor, &Tensor, Option<&Tensor>)]) -> Result<Tensor> {
     const OP: &str = "gnot_cross";
@@ -52,11 +53,18 @@ pub fn gnot_cross(q: &Tensor, sets: &[(&Tensor, &Tensor, Option<&Tensor>)]) -> R
         }
         // k is zero on padded rows, so padded values drop out of kᵀv as well.
         let k_sum = k.f_sum_dim_intlist(&[2i64][..], true, k.kind())?; // (B, H, 1, d)
-        let denom = q
+        let mut denom = q
             .f_mul(&k_sum)?
             .f_sum_dim_intlist(&[-1i64][..], true, q.kind())?; // (B, H, Nq, 1)
+        if mask.is_some() {
+            // A sample whose keys are all padded (an empty input function) contributes nothing:
+            // its numerator is exactly 0, and 0/1 keeps the 0/0 NaN out of the output and the
+            // gradients. Softmax rows are positive, so an unmasked denominator is never 0.
+            denom = denom.f_where_scalarother(&denom.f_ne(0.0)?, 1.0)?;
+        }
         let ctx = k.f_transpose(-2, -1)?.f_matmul(v)?;
-        out = out.f_add(&q.f_matmul(&ctx)?.f_div(&denom)?)?;
+        // × 1/denominator, as the reference (`D_inv`), for its float32 rounding.
+        out = out.f_add(&q.f_matmul(&ctx)?.f_mul(&denom.f_reciprocal()?)?)?;
     }
     Ok(out)
 }
