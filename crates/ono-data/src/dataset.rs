@@ -322,7 +322,10 @@ impl Split {
             .map(|f| {
                 let l = f.values.size()[1];
                 let lens = picked_lengths(&f.lengths, l);
-                let lb = lens.iter().copied().max().unwrap_or(l);
+                // At least one row: a function empty in every sample of the batch gets one row
+                // of padding (GNOT's pad_sequence gives zero rows, and its attention divides by
+                // zero there).
+                let lb = lens.iter().copied().max().unwrap_or(l).max(1).min(l);
                 let values = pick(&f.values)?;
                 Ok(FunctionBatch {
                     values: if lb < l {

@@ -85,7 +85,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
         (None, None) => match &d.point_clouds {
             Some(files) => {
                 let read = |p: &std::path::Path, what: &str| -> Result<Split> {
-                    let cloud = ono_data::gnot::read_gnot_npz(p)?;
+                    let cloud = ono_data::gnot::read_gnot(p)?;
                     cloud.validate(what)?;
                     Ok(cloud.to_split()?)
                 };

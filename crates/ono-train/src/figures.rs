@@ -30,8 +30,10 @@ impl Trainer {
             });
         }
         plots::training_curves(&self.paths.curves, "training", "epoch", "error", &series)?;
-        // The panels draw input, truth and prediction on one grid: not for query points.
-        let one_grid = self.test.query.is_none() && self.test.lengths.is_none();
+        // The panels draw input, truth and prediction on one grid: not for query points, ragged
+        // samples, or data without an input function at the points.
+        let one_grid =
+            self.test.query.is_none() && self.test.lengths.is_none() && self.test.fx.size()[2] > 0;
         if let (Some(g), true) = (&self.grid, self.cfg.log.panels > 0 && one_grid) {
             if g.len() == 2 {
                 self.write_panels(g[0], g[1])?;

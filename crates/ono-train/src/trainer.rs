@@ -137,10 +137,15 @@ impl Trainer {
                 ))
             }
         }
-        if regime != Regime::Steady && (train.query.is_some() || train.aux.is_some()) {
+        let steady_only = train.query.is_some()
+            || train.aux.is_some()
+            || train.lengths.is_some()
+            || train.theta.is_some()
+            || !train.functions.is_empty();
+        if regime != Regime::Steady && steady_only {
             return Err(Error::config(
                 "data.regime",
-                format!("{regime:?} feeds time series at their input points; query points and aux channels need the steady regime"),
+                format!("{regime:?} feeds time series at their input points; query points, aux channels, samples of different sizes, θ and input functions on their own points (data.fx_as_function) need the steady regime"),
             ));
         }
         if regime == Regime::Autoregressive
@@ -229,7 +234,8 @@ impl Trainer {
         let model_cfg = match &ckpt {
             Some(c) => c.state.model.clone(),
             None => cfg.model_config(DataDims {
-                space_dim: train.pos.size()[2],
+                // The space-time regime appends the time value to the positions.
+                space_dim: train.pos.size()[2] + i64::from(regime == Regime::SpaceTime),
                 // θ reaches the model appended to fx at every point (decoder.rs).
                 fun_dim: train.fx.size()[2] + train.theta.as_ref().map_or(0, |t| t.size()[1]),
                 out_dim: ysz[2],

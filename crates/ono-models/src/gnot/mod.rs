@@ -364,6 +364,7 @@ impl ArchConfig for GnotConfig {
         self.space_dim = dims.space_dim;
         self.fun_dim = dims.fun_dim;
         self.out_dim = dims.out_dim;
+        self.function_dims = dims.functions;
     }
 
     fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
