@@ -144,7 +144,10 @@ every_steps = 1
     let resumed = json(&out);
     assert_eq!(resumed["steps"], summary["steps"]);
     let at = resumed["resumed_at"].as_u64().unwrap();
-    assert!(at > 0 && at < summary["steps"].as_u64().unwrap(), "{resumed}");
+    assert!(
+        at > 0 && at < summary["steps"].as_u64().unwrap(),
+        "{resumed}"
+    );
     let (ma, mb) = (
         model_and_optimizer(&dir.join("a/checkpoints/last.safetensors")),
         model_and_optimizer(&dir.join("b/checkpoints/last.safetensors")),

@@ -73,3 +73,47 @@ fn galerkin_experiment_files_build_the_published_models() {
         }
     }
 }
+
+/// (file, the data's dimensions as the trainer sets them: space, fun (θ included), input
+/// functions).
+const GNOT: [(&str, (i64, i64, &[i64])); 5] = [
+    ("darcy.toml", (2, 0, &[3])),
+    ("airfoil.toml", (2, 0, &[4])),
+    ("elasticity.toml", (2, 0, &[4])),
+    ("ns2d.toml", (2, 10, &[])),
+    ("ns2d_cgpt.toml", (2, 12, &[])),
+];
+
+#[test]
+fn gnot_experiment_files_build_their_models() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/gnot");
+    let shipped = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "toml")
+        })
+        .count();
+    assert_eq!(
+        shipped,
+        GNOT.len(),
+        "a file without a check (or a check without a file)"
+    );
+    for (file, (space_dim, fun_dim, functions)) in GNOT {
+        let cfg = TrainConfig::from_file(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(cfg.model.arch, "gnot", "{file}");
+        let model_cfg = cfg
+            .model_config(DataDims {
+                space_dim,
+                fun_dim,
+                out_dim: 1,
+                time_input: false,
+                functions: functions.to_vec(),
+            })
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        Model::new(&model_cfg, Device::Cpu, Kind::Float).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+}
