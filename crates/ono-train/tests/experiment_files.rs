@@ -74,9 +74,11 @@ fn galerkin_experiment_files_build_the_published_models() {
     }
 }
 
-/// (file, the data's dimensions as the trainer sets them: space, fun (θ included), input
-/// functions).
-const GNOT: [(&str, (i64, i64, &[i64])); 5] = [
+/// The data's dimensions as the trainer sets them: space, fun (θ included), input functions.
+type Dims = (i64, i64, &'static [i64]);
+
+/// (file, its data's dimensions).
+const GNOT: [(&str, Dims); 5] = [
     ("darcy.toml", (2, 0, &[3])),
     ("airfoil.toml", (2, 0, &[4])),
     ("elasticity.toml", (2, 0, &[4])),
