@@ -37,10 +37,9 @@ const GALERKIN: [(&str, (i64, i64), Option<i64>); 9] = [
     ("ns2d.toml", (2, 10), None),
 ];
 
-#[test]
-fn galerkin_experiment_files_build_the_published_models() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/galerkin");
-    let shipped = std::fs::read_dir(&dir)
+/// How many experiment files `dir` holds.
+fn toml_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
         .unwrap()
         .filter(|e| {
             e.as_ref()
@@ -49,7 +48,13 @@ fn galerkin_experiment_files_build_the_published_models() {
                 .extension()
                 .is_some_and(|x| x == "toml")
         })
-        .count();
+        .count()
+}
+
+#[test]
+fn galerkin_experiment_files_build_the_published_models() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/galerkin");
+    let shipped = toml_files(&dir);
     assert_eq!(
         shipped,
         GALERKIN.len(),
@@ -89,16 +94,7 @@ const GNOT: [(&str, Dims); 5] = [
 #[test]
 fn gnot_experiment_files_build_their_models() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/gnot");
-    let shipped = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "toml")
-        })
-        .count();
+    let shipped = toml_files(&dir);
     assert_eq!(
         shipped,
         GNOT.len(),

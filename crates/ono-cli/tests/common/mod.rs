@@ -62,6 +62,18 @@ pub fn model_and_optimizer(path: &Path) -> Vec<(String, Vec<f64>)> {
         .collect()
 }
 
+/// Asserts that two runs' last checkpoints hold bit-identical model and optimizer tensors (a
+/// resumed run against an uninterrupted one).
+pub fn assert_same_checkpoints(a: &Path, b: &Path) {
+    let (ma, mb) = (model_and_optimizer(a), model_and_optimizer(b));
+    assert!(!ma.is_empty());
+    assert_eq!(ma.len(), mb.len());
+    for ((ka, va), (kb, vb)) in ma.iter().zip(&mb) {
+        assert_eq!(ka, kb);
+        assert!(va == vb, "{ka} differs after resume");
+    }
+}
+
 /// Mean over samples of the relative L2 error of `pred` against `y`, in f64 (an oracle
 /// independent of the library's own).
 pub fn mean_rel_l2(pred: &Tensor, y: &Tensor) -> f64 {
