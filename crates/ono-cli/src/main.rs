@@ -76,6 +76,9 @@ enum Cmd {
         /// Time steps to predict for a time-series model.
         #[arg(long, default_value_t = 10)]
         steps: i64,
+        /// Samples per forward pass for point clouds (GNOT's data; use the training batch size).
+        #[arg(long, default_value_t = 8)]
+        batch: i64,
         /// cpu, cuda or cuda:N.
         #[arg(long, default_value = "cpu")]
         device: String,
@@ -176,8 +179,9 @@ fn dispatch(command: Cmd) -> Result<bool> {
             input,
             output,
             steps,
+            batch,
             device,
-        } => predict::run(checkpoint, input, output, steps, &device)?,
+        } => predict::run(checkpoint, input, output, steps, batch, &device)?,
         Cmd::Data(cmd) => data::run(cmd)?,
         Cmd::CheckReference {
             weights,

@@ -11,12 +11,16 @@ use crate::device;
 
 /// Reads `fx` (S, N, Cf), `pos` (1 or S, N, d) and optionally `grid`, `query` (1 or S, M, d,
 /// the output points of a model trained with query points) and `query_grid` from `input`,
-/// writes `pred` to `output`.
+/// writes `pred` to `output`. Samples of different sizes (`lengths` (S,), rows beyond them
+/// padding), global parameters `theta` (S, n_θ) and input functions on their own points (`f0`,
+/// `f1`, … (S, L_j, c_j) with optional `f0.lengths`, …) are predicted `batch` samples per pass,
+/// as the model was trained (an unmasked GNOT depends on its batches).
 pub fn run(
     checkpoint: PathBuf,
     input: PathBuf,
     output: PathBuf,
     steps: i64,
+    batch: i64,
     dev: &str,
 ) -> Result<()> {
     let dev = device(dev)?;
@@ -32,6 +36,58 @@ pub fn run(
             .and_then(|t| Ok(t.f_to_device(dev)?.f_to_kind(p.kind())?))
     };
     let fx = get("fx")?;
+    // Samples of different sizes, θ or input functions on their own points (GNOT's data).
+    let ragged = ["lengths", "theta", "f0"]
+        .iter()
+        .any(|k| named.contains_key(*k));
+    if ragged {
+        let sizes = |k: &str| -> Result<Option<Vec<i64>>> {
+            named
+                .get(k)
+                .map(|t| {
+                    Vec::<i64>::try_from(t.f_to_kind(Kind::Int64)?.f_reshape([-1])?).with_context(
+                        || format!("{}: `{k}` is not a list of lengths", input.display()),
+                    )
+                })
+                .transpose()
+        };
+        let s = fx.size();
+        anyhow::ensure!(
+            s.len() == 3,
+            "{}: fx must be (S, N, C), got {s:?}",
+            input.display()
+        );
+        let mut split = ono_data::dataset::Split::new(
+            fx.shallow_clone(),
+            Tensor::zeros([s[0], s[1], 1], (p.kind(), Device::Cpu)),
+            get("pos")?,
+        );
+        split.lengths = sizes("lengths")?;
+        split.theta = named.get("theta").map(|_| get("theta")).transpose()?;
+        for j in 0.. {
+            let k = format!("f{j}");
+            if !named.contains_key(&k) {
+                break;
+            }
+            split.functions.push(ono_data::dataset::FunctionSplit {
+                values: get(&k)?,
+                lengths: sizes(&format!("{k}.lengths"))?,
+            });
+        }
+        split
+            .validate("input")
+            .with_context(|| format!("{}: not a valid set of samples", input.display()))?;
+        let pred = p.predict_samples(&split, batch)?;
+        ono_data::dataset::write_tensors_atomic(
+            &output,
+            &[(
+                "pred".to_string(),
+                pred.f_to_device(Device::Cpu)?.f_contiguous()?,
+            )],
+        )?;
+        eprintln!("wrote pred {:?} to {}", pred.size(), output.display());
+        return Ok(());
+    }
     let mut pos = get("pos")?;
     if pos.dim() == 3 && pos.size()[0] == 1 && fx.dim() == 3 {
         pos = pos.expand([fx.size()[0], -1, -1], false);

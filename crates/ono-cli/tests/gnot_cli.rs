@@ -8,7 +8,11 @@ use std::path::Path;
 
 use ono_data::dataset::TensorDataset;
 
-use common::{assert_same_checkpoints, json, mean_field_error, ok, ono, temp_dir, train_then_kill};
+use common::{
+    assert_same_checkpoints, json, mean_field_error, mean_rel_l2, ok, ono, temp_dir,
+    train_then_kill,
+};
+use tch::Tensor;
 
 /// GNOT's training settings (`train.py` with the README's command): AdamW, weight decay 5e-5,
 /// OneCycle with div factors 1e4 and pct_start 0.2, clipping at 1000, the per-channel relative L2
@@ -170,6 +174,58 @@ every_steps = 1
     assert!(
         (again - final_err).abs() < 1e-5 * final_err,
         "{again} vs {final_err}"
+    );
+    // `ono predict` on the raw samples (lengths, θ, two input functions) in the run's batches
+    // gives the evaluation's number back.
+    let split = ono_data::gnot::read_gnot(&pkl).unwrap().to_split().unwrap();
+    let input = dir.join("input.safetensors");
+    let mut arrays = vec![
+        ("fx".to_string(), split.fx.shallow_clone()),
+        ("pos".to_string(), split.pos.shallow_clone()),
+        (
+            "theta".to_string(),
+            split.theta.as_ref().unwrap().shallow_clone(),
+        ),
+        (
+            "lengths".to_string(),
+            Tensor::from_slice(split.lengths.as_ref().unwrap()),
+        ),
+    ];
+    for (j, f) in split.functions.iter().enumerate() {
+        arrays.push((format!("f{j}"), f.values.shallow_clone()));
+        if let Some(l) = &f.lengths {
+            arrays.push((format!("f{j}.lengths"), Tensor::from_slice(l)));
+        }
+    }
+    ono_data::dataset::write_tensors_atomic(&input, &arrays).unwrap();
+    let output = dir.join("pred.safetensors");
+    ok(&ono()
+        .arg("predict")
+        .arg(&ckpt)
+        .arg("--input")
+        .arg(&input)
+        .arg("--output")
+        .arg(&output)
+        .args(["--batch", "2"])
+        .output()
+        .unwrap());
+    let pred = Tensor::read_safetensors(&output).unwrap().remove(0).1;
+    let lengths = split.lengths.as_ref().unwrap();
+    let per: f64 = lengths
+        .iter()
+        .enumerate()
+        .map(|(s, &l)| {
+            let s = s as i64;
+            mean_rel_l2(
+                &pred.narrow(0, s, 1).narrow(1, 0, l),
+                &split.y.narrow(0, s, 1).narrow(1, 0, l),
+            )
+        })
+        .sum::<f64>()
+        / lengths.len() as f64;
+    assert!(
+        (per - final_err).abs() < 1e-5 * final_err,
+        "predict {per} vs {final_err}"
     );
     let whole = eval("3");
     assert!(

@@ -3,13 +3,14 @@
 
 use std::path::Path;
 
+use ono_data::dataset::Split;
 use ono_data::normalizer::Normalizer;
 use ono_models::Model;
 use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::decoder::{Decoder, Points};
-use crate::evaluate::InputNormalizers;
+use crate::evaluate::{normalized, InputNormalizers};
 use crate::regime::Regime;
 use crate::Result;
 
@@ -83,6 +84,42 @@ impl Predictor {
             },
             self.y_norm.regridded(&yf, &yt)?,
         ))
+    }
+
+    /// Predictions for raw samples of a steady model that may differ in size and carry θ and
+    /// input functions on their own points (GNOT's data), `batch` samples per forward pass in
+    /// order. `split.y` is not read. Rows beyond a sample's length are zero.
+    ///
+    /// # Shapes
+    /// - returns: (S, N, C), N the split's padded size
+    pub fn predict_samples(&self, split: &Split, batch: i64) -> Result<Tensor> {
+        let _g = tch::no_grad_guard();
+        if self.regime != Regime::Steady {
+            return Err(crate::Error::Data(
+                "samples with lengths, θ or input functions need a steady model".into(),
+            ));
+        }
+        let device = self.model.device();
+        let split = normalized(split, &self.norms, device, self.kind())?;
+        let d = Decoder {
+            model: &self.model,
+            y_norm: &self.y_norm,
+            grid: None,
+        };
+        let n = split.fx.size()[1];
+        let idx: Vec<i64> = (0..split.len()).collect();
+        let mut out = Vec::new();
+        for chunk in idx.chunks(batch.max(1) as usize) {
+            let b = split.batch(chunk, device, self.kind())?;
+            let pred = self.regime.ops().predict(d, &Points::of(&b), 0)?;
+            let pred = match b.mask {
+                Some(m) => pred.f_mul(&m.f_to_kind(pred.kind())?.f_unsqueeze(2)?)?,
+                None => pred,
+            };
+            let short = n - pred.size()[1];
+            out.push(pred.f_constant_pad_nd([0, 0, 0, short])?);
+        }
+        Ok(Tensor::f_cat(&out, 0)?)
     }
 
     /// The floating kind of the model.
