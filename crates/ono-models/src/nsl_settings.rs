@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::arch::DataDims;
 use crate::{Error, Result};
 use ono_nn::nsl_frame::{NslFrameConfig, NslGeometry};
+use ono_nn::unet::UNetNorm;
 
 /// NSL's `geotype`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +20,45 @@ pub enum Geotype {
     Structured,
     /// A 2-D point cloud on the Geo-FNO projection (`pos` = the points' coordinates).
     Unstructured,
+}
+
+/// The norm of NSL's U-Net blocks (U-FNO's branches, LSM's multiscale path): BatchNorm for
+/// `task = steady`, InstanceNorm(affine) for the time-dependent tasks (`models/U_Net.py`,
+/// `models/LSM.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnetNorm {
+    Batch,
+    Instance,
+}
+
+impl UnetNorm {
+    /// NSL's choice from `args.task`: `normtype = 'bn' if args.task == 'steady' else 'in'`.
+    pub fn of_task(task: Option<&str>) -> Self {
+        if task == Some("steady") {
+            Self::Batch
+        } else {
+            Self::Instance
+        }
+    }
+
+    /// The norm of a StandardBench benchmark: its scripts run NS autoregressively and
+    /// Plasticity conditioned on time (InstanceNorm), the rest steady (BatchNorm).
+    pub(crate) fn of_bench(name: &str) -> Self {
+        match name {
+            "ns" | "plasticity" => Self::Instance,
+            _ => Self::Batch,
+        }
+    }
+}
+
+impl From<UnetNorm> for UNetNorm {
+    fn from(n: UnetNorm) -> Self {
+        match n {
+            UnetNorm::Batch => UNetNorm::Batch,
+            UnetNorm::Instance => UNetNorm::Instance,
+        }
+    }
 }
 
 /// The frame's part of NSL's `args` and the constructor's `s1`, `s2`.
