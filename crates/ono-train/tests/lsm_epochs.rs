@@ -113,8 +113,7 @@ fn instance_norm_on_a_one_cell_level_is_an_error() {
     let cfg = TrainConfig::from_toml(&text).unwrap();
     let e = Trainer::new(cfg, false)
         .and_then(|mut tr| tr.run(&Progress::Quiet))
-        .err()
-        .expect("InstanceNorm of one value per channel must fail")
+        .expect_err("InstanceNorm of one value per channel must fail")
         .to_string();
     assert!(e.contains("coarsest level"), "{e}");
 }

@@ -126,7 +126,7 @@ impl Lsm {
         }
         let patch: Vec<i64> = size[2..].iter().map(|s| s / 16).collect();
         let h = self.unet.forward_through(&x, train, &mut |level, t| {
-            Ok(self.blocks[level].forward(t, &patch)?)
+            self.blocks[level].forward(t, &patch)
         })?;
         let h = self.frame.leave(&h, &ctx)?;
         Ok(self.fc2.forward(&gelu(&self.fc1.forward(&h)?)?)?)
