@@ -24,25 +24,6 @@ pub struct LsmConfig {
     pub unet_norm: UnetNorm,
 }
 
-impl Default for LsmConfig {
-    fn default() -> Self {
-        super::presets::by_name("darcy").expect("the darcy preset exists")
-    }
-}
-
-impl std::ops::Deref for LsmConfig {
-    type Target = NslSettings;
-    fn deref(&self) -> &NslSettings {
-        &self.nsl
-    }
-}
-
-impl std::ops::DerefMut for LsmConfig {
-    fn deref_mut(&mut self) -> &mut NslSettings {
-        &mut self.nsl
-    }
-}
-
 impl LsmConfig {
     pub(crate) fn check(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("lsm: {msg}")));

@@ -26,13 +26,14 @@ pub use config::{LsmConfig, NUM_BASIS, NUM_TOKENS};
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::arch::{ArchConfig, DataDims};
-use crate::operator::{InputPart, ModelInput, NeuralOperator};
+use crate::arch::ArchConfig;
+use crate::nsl_settings::enter_frame;
+use crate::operator::{ModelInput, NeuralOperator};
 use crate::{Error, Result};
 use ono_nn::conv::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::neural_spectral_block::{NeuralSpectralBlock, NeuralSpectralBlockConfig};
-use ono_nn::nsl_frame::{FrameInput, NslFrame};
+use ono_nn::nsl_frame::NslFrame;
 use ono_nn::unet::{UNet, UNetConfig};
 use ono_nn::Linear;
 
@@ -103,17 +104,7 @@ impl Lsm {
     /// - `train`: BatchNorm (steady tasks) uses and updates batch statistics
     /// - returns: (B, N, out_dim)
     pub fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
-        let mut refused = vec![InputPart::Mask, InputPart::Functions, InputPart::Query];
-        if !self.cfg.time_input {
-            refused.push(InputPart::Time);
-        }
-        input.refuse(LsmConfig::ARCH, &refused)?;
-        let (x, ctx) = self.frame.enter(&FrameInput {
-            pos: input.pos,
-            fx: input.fx,
-            time: input.time,
-            grid: input.grid,
-        })?;
+        let (x, ctx) = enter_frame(LsmConfig::ARCH, &self.frame, input)?;
         let size = x.size();
         if size[2..].iter().any(|&s| s < 16 || s % 16 != 0) {
             return Err(Error::Shape {
@@ -133,43 +124,7 @@ impl Lsm {
     }
 }
 
-impl ArchConfig for LsmConfig {
-    const ARCH: &'static str = "lsm";
-
-    fn preset_names() -> &'static [&'static str] {
-        presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.check()
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.nsl.set_data_dims(dims);
-    }
-
-    /// Over the `darcy` preset, unknown fields refused
-    /// ([`fields_over`](crate::nsl_settings::fields_over)).
-    fn from_fields(fields: serde_json::Value) -> Result<Self> {
-        crate::nsl_settings::fields_over(Self::ARCH, fields, &Self::default())
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(Lsm::new(path, self)?))
-    }
-
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        crate::nsl_reference::claims(json, "models.LSM.Model")
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config(json)
-    }
-}
+crate::nsl_settings::nsl_arch!(LsmConfig, Lsm, "lsm", "models.LSM.Model");
 
 impl NeuralOperator for Lsm {
     fn arch(&self) -> &'static str {

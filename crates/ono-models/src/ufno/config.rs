@@ -17,25 +17,6 @@ pub struct UfnoConfig {
     pub unet_norm: UnetNorm,
 }
 
-impl Default for UfnoConfig {
-    fn default() -> Self {
-        super::presets::by_name("darcy").expect("the darcy preset exists")
-    }
-}
-
-impl std::ops::Deref for UfnoConfig {
-    type Target = NslSettings;
-    fn deref(&self) -> &NslSettings {
-        &self.nsl
-    }
-}
-
-impl std::ops::DerefMut for UfnoConfig {
-    fn deref_mut(&mut self) -> &mut NslSettings {
-        &mut self.nsl
-    }
-}
-
 impl UfnoConfig {
     pub(crate) fn check(&self) -> Result<()> {
         self.nsl.check("ufno")
