@@ -8,7 +8,8 @@
 //! - one folder per architecture: [`ono`] (ONO, its cross-attention variant, presets, reference
 //!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor), [`fno`] (FNO on
 //!   1-, 2- and 3-D grids, and Geo-FNO on structured meshes);
-//! - the Neural-Solver-Library's F-FNO ([`ffno`]) and U-FNO ([`ufno`]) on its model frame
+//! - the Neural-Solver-Library's F-FNO ([`ffno`]), U-FNO ([`ufno`]) and Latent Spectral Model
+//!   ([`lsm`]) on its model frame
 //!   ([`ono_nn::nsl_frame`]);
 //! - the baselines of their own papers: Cao's Galerkin / Fourier Transformer ([`galerkin`]) and
 //!   GNOT with its CGPT variant ([`gnot`]);
@@ -23,6 +24,7 @@ pub mod galerkin;
 pub mod geofno;
 pub mod gnot;
 pub mod io;
+pub mod lsm;
 mod model;
 pub mod nsl_fno;
 mod nsl_reference;

@@ -6,9 +6,13 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use tch::Tensor;
+
 use crate::arch::DataDims;
+use crate::operator::{InputPart, ModelInput};
 use crate::{Error, Result};
-use ono_nn::nsl_frame::{NslFrameConfig, NslGeometry};
+use ono_nn::nsl_frame::{FrameContext, FrameInput, NslFrame, NslFrameConfig, NslGeometry};
+use ono_nn::unet::UNetNorm;
 
 /// NSL's `geotype`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +23,45 @@ pub enum Geotype {
     Structured,
     /// A 2-D point cloud on the Geo-FNO projection (`pos` = the points' coordinates).
     Unstructured,
+}
+
+/// The norm of NSL's U-Net blocks (U-FNO's branches, LSM's multiscale path): BatchNorm for
+/// `task = steady`, InstanceNorm(affine) for the time-dependent tasks (`models/U_Net.py`,
+/// `models/LSM.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnetNorm {
+    Batch,
+    Instance,
+}
+
+impl UnetNorm {
+    /// NSL's choice from `args.task`: `normtype = 'bn' if args.task == 'steady' else 'in'`.
+    pub fn of_task(task: Option<&str>) -> Self {
+        if task == Some("steady") {
+            Self::Batch
+        } else {
+            Self::Instance
+        }
+    }
+
+    /// The norm of a StandardBench benchmark: its scripts run NS autoregressively and
+    /// Plasticity conditioned on time (InstanceNorm), the rest steady (BatchNorm).
+    pub(crate) fn of_bench(name: &str) -> Self {
+        match name {
+            "ns" | "plasticity" => Self::Instance,
+            _ => Self::Batch,
+        }
+    }
+}
+
+impl From<UnetNorm> for UNetNorm {
+    fn from(n: UnetNorm) -> Self {
+        match n {
+            UnetNorm::Batch => UNetNorm::Batch,
+            UnetNorm::Instance => UNetNorm::Instance,
+        }
+    }
 }
 
 /// The frame's part of NSL's `args` and the constructor's `s1`, `s2`.
@@ -171,3 +214,98 @@ pub(crate) fn fields_over<T: Serialize + DeserializeOwned>(
     }
     serde_json::from_value(serde_json::Value::Object(merged)).map_err(|e| bad(e.to_string()))
 }
+
+/// The way into an NSL port's latent grid: refuses the input parts no NSL model takes (masks,
+/// input functions, query points, and a time without `time_input`), then
+/// [`NslFrame::enter`].
+///
+/// # Shapes
+/// - as [`NslFrame::enter`]
+pub(crate) fn enter_frame(
+    arch: &'static str,
+    frame: &NslFrame,
+    input: &ModelInput<'_>,
+) -> Result<(Tensor, FrameContext)> {
+    let mut refused = vec![InputPart::Mask, InputPart::Functions, InputPart::Query];
+    if !frame.config().time_input {
+        refused.push(InputPart::Time);
+    }
+    input.refuse(arch, &refused)?;
+    Ok(frame.enter(&FrameInput {
+        pos: input.pos,
+        fx: input.fx,
+        time: input.time,
+        grid: input.grid,
+    })?)
+}
+
+/// What every NSL port's configuration shares, implemented in the port's module (which has
+/// `presets::{NAMES, by_name}`, `reference::config`, the configuration's `check` and its
+/// `nsl` settings): `Default` (the `darcy` preset), `Deref`/`DerefMut` to the settings, and
+/// [`ArchConfig`](crate::ArchConfig): presets, `validate` = `check`, the data's dimensions
+/// into the settings, fields read over the `darcy` preset ([`fields_over`]), `build` =
+/// `$model::new`, and the fixtures whose model class is `$class`.
+macro_rules! nsl_arch {
+    ($config:ident, $model:ident, $arch:literal, $class:literal) => {
+        impl Default for $config {
+            fn default() -> Self {
+                presets::by_name("darcy").expect("the darcy preset exists")
+            }
+        }
+
+        impl std::ops::Deref for $config {
+            type Target = $crate::nsl_settings::NslSettings;
+            fn deref(&self) -> &Self::Target {
+                &self.nsl
+            }
+        }
+
+        impl std::ops::DerefMut for $config {
+            fn deref_mut(&mut self) -> &mut Self::Target {
+                &mut self.nsl
+            }
+        }
+
+        impl $crate::arch::ArchConfig for $config {
+            const ARCH: &'static str = $arch;
+
+            fn preset_names() -> &'static [&'static str] {
+                presets::NAMES
+            }
+
+            fn preset(name: &str) -> $crate::Result<Self> {
+                presets::by_name(name)
+            }
+
+            fn validate(&self) -> $crate::Result<()> {
+                self.check()
+            }
+
+            fn set_data_dims(&mut self, dims: $crate::arch::DataDims) {
+                self.nsl.set_data_dims(dims);
+            }
+
+            /// Over the `darcy` preset, unknown fields refused
+            /// ([`fields_over`](crate::nsl_settings::fields_over)).
+            fn from_fields(fields: serde_json::Value) -> $crate::Result<Self> {
+                $crate::nsl_settings::fields_over(Self::ARCH, fields, &Self::default())
+            }
+
+            fn build(
+                &self,
+                path: &tch::nn::Path,
+            ) -> $crate::Result<Box<dyn $crate::operator::NeuralOperator>> {
+                Ok(Box::new($model::new(path, self)?))
+            }
+
+            fn claims_reference(json: &serde_json::Value) -> bool {
+                $crate::nsl_reference::claims(json, $class)
+            }
+
+            fn from_reference(json: &serde_json::Value) -> $crate::Result<Self> {
+                reference::config(json)
+            }
+        }
+    };
+}
+pub(crate) use nsl_arch;

@@ -123,6 +123,7 @@ registry! {
     NslFno(crate::nsl_fno::NslFnoConfig),
     Ffno(crate::ffno::FfnoConfig),
     Ufno(crate::ufno::UfnoConfig),
+    Lsm(crate::lsm::LsmConfig),
     Galerkin(crate::galerkin::GalerkinConfig),
     Gnot(crate::gnot::GnotConfig),
 }

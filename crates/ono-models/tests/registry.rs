@@ -52,7 +52,7 @@ fn configurations_carry_their_arch_and_untagged_ones_are_ono() {
     assert!(err.to_string().contains("n_hidden"), "{err}");
     assert_eq!(&ARCHS[..2], ["ono", "mlp"]);
     for arch in [
-        "fno1d", "fno2d", "fno3d", "geofno", "nsl_fno", "ffno", "ufno", "galerkin", "gnot",
+        "fno1d", "fno2d", "fno3d", "geofno", "nsl_fno", "ffno", "ufno", "lsm", "galerkin", "gnot",
     ] {
         assert!(ARCHS.contains(&arch), "{arch} is not registered");
     }
@@ -407,7 +407,7 @@ fn per_parameter_gradient_tolerances_are_honoured() {
 /// serialized flat, read over the `darcy` preset, an unknown field refused by name.
 #[test]
 fn nsl_configurations_are_flat_read_over_their_preset_and_strict() {
-    for arch in ["nsl_fno", "ffno", "ufno"] {
+    for arch in ["nsl_fno", "ffno", "ufno", "lsm"] {
         let darcy = ModelConfig::preset(arch, "darcy").unwrap();
         let fields = darcy.fields().unwrap();
         assert!(

@@ -2,7 +2,7 @@
 //! initialisations, MLPs, norms, multi-head attention modules, the pre-norm transformer block and
 //! the orthogonal attention block of ONO, convolutions, the FNO Fourier layer, the Geo-FNO
 //! projection with its deformation net, GNOT's normalized attention and geometric mixture of
-//! experts, and the Neural-Solver-Library model frame.
+//! experts, the Neural-Solver-Library model frame, its U-Net and LSM's Neural Spectral Block.
 //!
 //! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
 //! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
@@ -21,6 +21,7 @@ pub mod linear;
 pub mod loss;
 pub mod mixture_of_experts;
 pub mod mlp;
+pub mod neural_spectral_block;
 pub mod norm;
 pub mod nsl_frame;
 pub mod orthogonal;

@@ -27,6 +27,9 @@
 //! - **Time.** `time_input` builds `time_fc`; NSL adds the embedding only when a time is passed.
 //!   Here a model with `time_input` requires the time (nothing is silently skipped) and one
 //!   without refuses it (NSL would fail on the missing `time_fc`).
+//! - **The mesh of a point cloud** is `pos` when it has two coordinates (NSL's loaders give
+//!   pos = (x, y)); otherwise the first two channels of `fx`, the layout of ono's Elasticity
+//!   loader (pos = the point index, fx = (x, y)), where the preprocess takes both as input.
 //! - **IPHI** is evaluated once per forward and its ξ used by both projections; the reference
 //!   evaluates it twice on the same input (identical values, the same summed gradient).
 
@@ -376,17 +379,23 @@ impl NslFrame {
             }
             (None, Some(cloud)) => {
                 // Any space_dim builds (the preprocess takes what the data has); the projection
-                // reads 2-D coordinates.
-                if c.space_dim != 2 {
-                    return Err(Error::Shape {
-                        op: OP,
-                        expected: "pos (B, N, 2): the Geo-FNO projection needs the points' 2-D \
-                                   coordinates"
-                            .into(),
-                        got: ps,
-                    });
-                }
-                let xi = cloud.iphi.forward(&input.pos.f_to_kind(kind)?, None)?;
+                // reads 2-D coordinates: `pos` in NSL's loaders, else the first two channels of
+                // fx (ono's Elasticity loader: pos = the point index, fx = (x, y)).
+                let mesh = match (c.space_dim, input.fx) {
+                    (2, _) => input.pos.shallow_clone(),
+                    (_, Some(fx)) if c.fun_dim >= 2 => fx.f_narrow(-1, 0, 2)?,
+                    _ => {
+                        return Err(Error::Shape {
+                            op: OP,
+                            expected: "pos (B, N, 2), or fx (B, N, ≥ 2) starting with the \
+                                       coordinates: the Geo-FNO projection needs the points' \
+                                       2-D coordinates"
+                                .into(),
+                            got: ps,
+                        })
+                    }
+                };
+                let xi = cloud.iphi.forward(&mesh.f_to_kind(kind)?, None)?;
                 let latent = cloud
                     .project_in
                     .points_to_grid(&h.f_permute([0, 2, 1])?, &xi)?;
@@ -543,6 +552,64 @@ mod tests {
             let inner = back.abs().sum(Kind::Double).double_value(&[]);
             assert!((total - inner).abs() <= 1e-9 * total, "{shape:?}");
         }
+    }
+
+    /// On a point cloud whose pos is not 2-D (ono's Elasticity: the point index), the mesh is
+    /// fx's first two channels: the same latent grid as NSL's layout (pos = the mesh, no fx)
+    /// when the preprocess gives the index no weight.
+    #[test]
+    fn cloud_mesh_from_fx_when_pos_is_an_index() {
+        tch::manual_seed(7);
+        let cfg = |space_dim, fun_dim| NslFrameConfig {
+            space_dim,
+            fun_dim,
+            n_hidden: 3,
+            unified_pos: false,
+            reference: 8,
+            time_input: false,
+            geometry: NslGeometry::Unstructured {
+                latent: [8, 8],
+                modes: 3,
+            },
+        };
+        let (va, vb) = (VarStore::new(Device::Cpu), VarStore::new(Device::Cpu));
+        let nsl = cfg(2, 0).init(&va.root()).unwrap();
+        let ono = cfg(1, 2).init(&vb.root()).unwrap();
+        let src = va.variables();
+        tch::no_grad(|| {
+            for (name, mut t) in vb.variables() {
+                if name == "preprocess.linear_pre.0.weight" {
+                    let _ = t.narrow(1, 0, 1).zero_();
+                    t.narrow(1, 1, 2).copy_(&src[&name]);
+                } else {
+                    t.copy_(&src[&name]);
+                }
+            }
+        });
+        let opts = (Kind::Float, Device::Cpu);
+        let xy = Tensor::rand([2, 10, 2], opts);
+        let index = Tensor::linspace(0.0, 1.0, 10, opts)
+            .reshape([1, 10, 1])
+            .expand([2, 10, 1], false);
+        let input = |pos, fx| FrameInput {
+            pos,
+            fx,
+            time: None,
+            grid: None,
+        };
+        let (want, _) = nsl.enter(&input(&xy, None)).unwrap();
+        let (got, ctx) = ono.enter(&input(&index, Some(&xy))).unwrap();
+        let e = (&got - &want).abs().max().double_value(&[]);
+        assert!(e < 1e-6, "{e}");
+        assert_eq!(ono.leave(&got, &ctx).unwrap().size(), [2, 10, 3]);
+        // Neither pos nor fx holds two coordinates.
+        let vc = VarStore::new(Device::Cpu);
+        let bad = cfg(1, 1).init(&vc.root()).unwrap();
+        let one = xy.narrow(2, 0, 1);
+        assert!(matches!(
+            bad.enter(&input(&index, Some(&one))),
+            Err(Error::Shape { .. })
+        ));
     }
 
     #[test]

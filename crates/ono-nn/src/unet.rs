@@ -293,6 +293,24 @@ impl UNet {
     /// - `x`: (B, c, n_1, …, n_D) with every n_j ≥ 16
     /// - returns: (B, c, n_1, …, n_D)
     pub fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+        self.forward_through(x, train, &mut |_, h| Ok(h.shallow_clone()))
+    }
+
+    /// [`forward`](Self::forward) with every level's output passed through `through(level, x)`
+    /// where it enters the upward path (level 0: `inc`'s output, the last skip; 4: the
+    /// bottleneck, `down4`'s); the downward path takes the untouched outputs. LSM's Neural
+    /// Spectral Blocks sit there (`models/LSM.py`: `up1(process5(x5), process4(x4))`, …).
+    ///
+    /// # Shapes
+    /// - `x`: (B, c, n_1, …, n_D) with every n_j ≥ 16
+    /// - `through` keeps the shape of its input
+    /// - returns: (B, c, n_1, …, n_D)
+    pub fn forward_through(
+        &self,
+        x: &Tensor,
+        train: bool,
+        through: &mut dyn FnMut(usize, &Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
         let size = x.size();
         let d = self.cfg.dims;
         if size.len() != d + 2 || size[1] != self.cfg.channels || size[2..].iter().any(|&n| n < 16)
@@ -336,9 +354,11 @@ impl UNet {
             let h = max_pool2(skips.last().expect("inc is first"))?;
             skips.push(down.forward(&h, train)?);
         }
-        let mut h = skips.pop().expect("five levels");
+        let bottom = skips.pop().expect("five levels");
+        let mut h = through(skips.len(), &bottom)?;
         for up in &self.ups {
             let skip = skips.pop().expect("one skip per level");
+            let skip = through(skips.len(), &skip)?;
             let mut u = upsample2_align_corners(&h)?;
             let target = &skip.size()[2..];
             if d == 2 {

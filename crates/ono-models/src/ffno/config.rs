@@ -15,25 +15,6 @@ pub struct FfnoConfig {
     pub n_layers: usize,
 }
 
-impl Default for FfnoConfig {
-    fn default() -> Self {
-        super::presets::by_name("darcy").expect("the darcy preset exists")
-    }
-}
-
-impl std::ops::Deref for FfnoConfig {
-    type Target = NslSettings;
-    fn deref(&self) -> &NslSettings {
-        &self.nsl
-    }
-}
-
-impl std::ops::DerefMut for FfnoConfig {
-    fn deref_mut(&mut self) -> &mut NslSettings {
-        &mut self.nsl
-    }
-}
-
 impl FfnoConfig {
     pub(crate) fn check(&self) -> Result<()> {
         if self.n_layers < 1 {

@@ -15,25 +15,6 @@ pub struct NslFnoConfig {
     pub nsl: NslSettings,
 }
 
-impl Default for NslFnoConfig {
-    fn default() -> Self {
-        super::presets::by_name("darcy").expect("the darcy preset exists")
-    }
-}
-
-impl std::ops::Deref for NslFnoConfig {
-    type Target = NslSettings;
-    fn deref(&self) -> &NslSettings {
-        &self.nsl
-    }
-}
-
-impl std::ops::DerefMut for NslFnoConfig {
-    fn deref_mut(&mut self) -> &mut NslSettings {
-        &mut self.nsl
-    }
-}
-
 impl NslFnoConfig {
     pub(crate) fn check(&self) -> Result<()> {
         self.nsl.check("nsl_fno")

@@ -24,12 +24,13 @@ pub use config::{UfnoConfig, UnetNorm};
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::arch::{ArchConfig, DataDims};
-use crate::operator::{InputPart, ModelInput, NeuralOperator};
+use crate::arch::ArchConfig;
+use crate::nsl_settings::enter_frame;
+use crate::operator::{ModelInput, NeuralOperator};
 use crate::Result;
 use ono_nn::conv::{torch_linear, Conv, ConvConfig};
 use ono_nn::mlp::gelu;
-use ono_nn::nsl_frame::{FrameInput, NslFrame};
+use ono_nn::nsl_frame::NslFrame;
 use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
 use ono_nn::unet::{UNet, UNetConfig};
 use ono_nn::Linear;
@@ -99,17 +100,7 @@ impl Ufno {
     /// - `train`: the U-Nets' BatchNorms use and update batch statistics
     /// - returns: (B, N, out_dim)
     pub fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
-        let mut refused = vec![InputPart::Mask, InputPart::Functions, InputPart::Query];
-        if !self.cfg.time_input {
-            refused.push(InputPart::Time);
-        }
-        input.refuse(UfnoConfig::ARCH, &refused)?;
-        let (mut x, ctx) = self.frame.enter(&FrameInput {
-            pos: input.pos,
-            fx: input.fx,
-            time: input.time,
-            grid: input.grid,
-        })?;
+        let (mut x, ctx) = enter_frame(UfnoConfig::ARCH, &self.frame, input)?;
         for (l, (conv, w)) in self.convs.iter().zip(&self.ws).enumerate() {
             let mut y = conv.forward(&x)?.f_add(&w.forward(&x)?)?;
             if let Some(k) = UNET_LAYERS.iter().position(|&u| u == l) {
@@ -138,43 +129,7 @@ fn embedded_u_net(path: &Path, cfg: &UfnoConfig) -> Result<UNet> {
     .init(path)?)
 }
 
-impl ArchConfig for UfnoConfig {
-    const ARCH: &'static str = "ufno";
-
-    fn preset_names() -> &'static [&'static str] {
-        presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.check()
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.nsl.set_data_dims(dims);
-    }
-
-    /// Over the `darcy` preset, unknown fields refused
-    /// ([`fields_over`](crate::nsl_settings::fields_over)).
-    fn from_fields(fields: serde_json::Value) -> Result<Self> {
-        crate::nsl_settings::fields_over(Self::ARCH, fields, &Self::default())
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(Ufno::new(path, self)?))
-    }
-
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        crate::nsl_reference::claims(json, "models.U_FNO.Model")
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config(json)
-    }
-}
+crate::nsl_settings::nsl_arch!(UfnoConfig, Ufno, "ufno", "models.U_FNO.Model");
 
 impl NeuralOperator for Ufno {
     fn arch(&self) -> &'static str {

@@ -17,12 +17,11 @@ pub(crate) fn by_name(name: &str) -> Result<UfnoConfig> {
         "ns" => 64,
         _ => 128,
     };
-    let unet_norm = match name.as_str() {
-        "ns" | "plasticity" => UnetNorm::Instance,
-        _ => UnetNorm::Batch,
-    };
     match NslSettings::bench(&name, n_hidden) {
-        Some(nsl) => Ok(UfnoConfig { nsl, unet_norm }),
+        Some(nsl) => Ok(UfnoConfig {
+            nsl,
+            unet_norm: UnetNorm::of_bench(&name),
+        }),
         None => Err(Error::Config(format!(
             "unknown ufno preset {name:?}; known: {}",
             NAMES.join(", ")

@@ -12,11 +12,6 @@ pub(super) fn config(json: &Value) -> Result<UfnoConfig> {
     let a = NslArgs::of(json)?;
     Ok(UfnoConfig {
         nsl: a.settings()?,
-        // models/U_Net.py: normtype 'bn' if args.task == 'steady' else 'in'.
-        unet_norm: if a.str("task") == Some("steady") {
-            UnetNorm::Batch
-        } else {
-            UnetNorm::Instance
-        },
+        unet_norm: UnetNorm::of_task(a.str("task")),
     })
 }
