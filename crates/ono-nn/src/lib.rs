@@ -2,7 +2,7 @@
 //! initialisations, MLPs, norms, multi-head attention modules, the pre-norm transformer block and
 //! the orthogonal attention block of ONO, convolutions, the FNO Fourier layer, the Geo-FNO
 //! projection with its deformation net, GNOT's normalized attention and geometric mixture of
-//! experts, and the Neural-Solver-Library model frame.
+//! experts, Transolver's Physics-Attention, and the Neural-Solver-Library model frame.
 //!
 //! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
 //! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
@@ -24,6 +24,7 @@ pub mod mlp;
 pub mod norm;
 pub mod nsl_frame;
 pub mod orthogonal;
+pub mod physics_attention;
 pub mod residual_spectral_conv;
 pub mod spectral_conv;
 pub mod time_embedding;
