@@ -9,7 +9,7 @@
 //!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor), [`fno`] (FNO on
 //!   1-, 2- and 3-D grids, and Geo-FNO on structured meshes);
 //! - the Neural-Solver-Library's F-FNO ([`ffno`]) and U-FNO ([`ufno`]) on its model frame
-//!   ([`ono_nn::nsl_frame`]);
+//!   ([`ono_nn::nsl_frame`]), and its Transolver ([`transolver`]);
 //! - the baselines of their own papers: Cao's Galerkin / Fourier Transformer ([`galerkin`]) and
 //!   GNOT with its CGPT variant ([`gnot`]);
 //! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
@@ -31,6 +31,7 @@ pub mod ono;
 mod operator;
 pub mod pointwise;
 pub mod registry;
+pub mod transolver;
 pub mod ufno;
 
 pub use arch::{ArchConfig, DataDims};

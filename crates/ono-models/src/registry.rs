@@ -123,6 +123,7 @@ registry! {
     NslFno(crate::nsl_fno::NslFnoConfig),
     Ffno(crate::ffno::FfnoConfig),
     Ufno(crate::ufno::UfnoConfig),
+    Transolver(crate::transolver::TransolverConfig),
     Galerkin(crate::galerkin::GalerkinConfig),
     Gnot(crate::gnot::GnotConfig),
 }
