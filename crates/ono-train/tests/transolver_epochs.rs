@@ -93,5 +93,8 @@ fn transolver_trains_one_epoch_on_every_standard_benchmark() {
     assert_eq!(m["geotype"], "unstructured");
     // A time value per sample through time_fc.
     let m = one_epoch("plasticity", Benchmark::Plasticity);
-    assert_eq!((&m["geotype"], &m["time_input"]), (&"structured".into(), &true.into()));
+    assert_eq!(
+        (&m["geotype"], &m["time_input"]),
+        (&"structured".into(), &true.into())
+    );
 }
