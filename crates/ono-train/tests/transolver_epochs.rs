@@ -40,16 +40,10 @@ layout = "fno"
 ntrain = {ntrain}
 ntest = {ntest}
 
+# The trainer's defaults are NSL's (AdamW, lr 1e-3, weight decay 1e-5, OneCycle with
+# pct_start 0.3 and div factors 25 and 1e4) but for the clipping.
 [optimizer]
-kind = "adamw"
-lr = 1e-3
-weight_decay = 1e-5
 max_grad_norm = 0
-
-[schedule]
-kind = "one_cycle"
-pct_start = 0.3
-div_factor = 25
 
 [log]
 panels = 1
