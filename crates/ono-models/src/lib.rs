@@ -8,9 +8,8 @@
 //! - one folder per architecture: [`ono`] (ONO, its cross-attention variant, presets, reference
 //!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor), [`fno`] (FNO on
 //!   1-, 2- and 3-D grids, and Geo-FNO on structured meshes);
-//! - the Neural-Solver-Library's F-FNO ([`ffno`]), U-FNO ([`ufno`]) and Latent Spectral Model
-//!   ([`lsm`]) on its model frame
-//!   ([`ono_nn::nsl_frame`]);
+//! - the Neural-Solver-Library's F-FNO ([`ffno`]), U-FNO ([`ufno`]), Latent Spectral Model
+//!   ([`lsm`]) and Transolver ([`transolver`]) on its model frame ([`ono_nn::nsl_frame`]);
 //! - the baselines of their own papers: Cao's Galerkin / Fourier Transformer ([`galerkin`]) and
 //!   GNOT with its CGPT variant ([`gnot`]);
 //! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
@@ -33,6 +32,7 @@ pub mod ono;
 mod operator;
 pub mod pointwise;
 pub mod registry;
+pub mod transolver;
 pub mod ufno;
 
 pub use arch::{ArchConfig, DataDims};

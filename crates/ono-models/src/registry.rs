@@ -124,6 +124,7 @@ registry! {
     Ffno(crate::ffno::FfnoConfig),
     Ufno(crate::ufno::UfnoConfig),
     Lsm(crate::lsm::LsmConfig),
+    Transolver(crate::transolver::TransolverConfig),
     Galerkin(crate::galerkin::GalerkinConfig),
     Gnot(crate::gnot::GnotConfig),
 }

@@ -52,7 +52,17 @@ fn configurations_carry_their_arch_and_untagged_ones_are_ono() {
     assert!(err.to_string().contains("n_hidden"), "{err}");
     assert_eq!(&ARCHS[..2], ["ono", "mlp"]);
     for arch in [
-        "fno1d", "fno2d", "fno3d", "geofno", "nsl_fno", "ffno", "ufno", "lsm", "galerkin", "gnot",
+        "fno1d",
+        "fno2d",
+        "fno3d",
+        "geofno",
+        "nsl_fno",
+        "ffno",
+        "ufno",
+        "lsm",
+        "transolver",
+        "galerkin",
+        "gnot",
     ] {
         assert!(ARCHS.contains(&arch), "{arch} is not registered");
     }
@@ -89,7 +99,7 @@ fn every_architecture_has_presets_and_takes_the_data_dimensions() {
         let err = ModelConfig::preset(arch, "no-such-preset").unwrap_err();
         assert!(err.to_string().contains("known"), "{err}");
     }
-    assert!(ModelConfig::preset("transolver", "darcy").is_err());
+    assert!(ModelConfig::preset("no_such_arch", "darcy").is_err());
     // ONO's preset names accept `ns` and dashes.
     assert_eq!(
         ModelConfig::preset("ono", "ns").unwrap(),

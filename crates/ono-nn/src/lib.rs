@@ -2,7 +2,8 @@
 //! initialisations, MLPs, norms, multi-head attention modules, the pre-norm transformer block and
 //! the orthogonal attention block of ONO, convolutions, the FNO Fourier layer, the Geo-FNO
 //! projection with its deformation net, GNOT's normalized attention and geometric mixture of
-//! experts, the Neural-Solver-Library model frame, its U-Net and LSM's Neural Spectral Block.
+//! experts, Transolver's Physics-Attention, the Neural-Solver-Library model frame, its U-Net and
+//! LSM's Neural Spectral Block.
 //!
 //! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
 //! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
@@ -25,6 +26,7 @@ pub mod neural_spectral_block;
 pub mod norm;
 pub mod nsl_frame;
 pub mod orthogonal;
+pub mod physics_attention;
 pub mod residual_spectral_conv;
 pub mod spectral_conv;
 pub mod time_embedding;

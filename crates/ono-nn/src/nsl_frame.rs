@@ -10,6 +10,9 @@
 //! leave:  structured:   crop → points;  unstructured: Geo-FNO projection back to the points
 //! ```
 //!
+//! The lift alone ([`NslLift`]: `preprocess` and `time_fc`, without the grid) is what
+//! Transolver (`models/Transolver.py`) starts with; it stays at the points.
+//!
 //! Variables (the reference names, at the model's root): `preprocess.linear_pre.0.*`,
 //! `preprocess.linear_post.*`, `time_fc.{0,2}.*` (with a time input), and on point clouds
 //! `fftproject_in.weights{1,2}`, `fftproject_out.weights{1,2}`, `iphi.*`. Every linear layer
@@ -95,8 +98,24 @@ impl NslFrameConfig {
         pos + self.fun_dim
     }
 
-    /// Refuses settings no NSL model can be built with.
+    /// Refuses settings no NSL model can be built with: the lift's ([`Self::check_lift`]) and,
+    /// on point clouds, a latent grid that holds the projection's modes.
     pub fn check(&self) -> Result<()> {
+        self.check_lift()?;
+        if let NslGeometry::Unstructured { latent, modes } = &self.geometry {
+            if *modes < 1 || latent.iter().any(|&s| s < 2 * modes || s / 2 + 1 < *modes) {
+                return Err(Error::Config(format!(
+                    "NSL model frame: the latent grid {latent:?} must hold 2·{modes} rows and \
+                     {modes} rFFT columns"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses settings the lift ([`NslLift`]) cannot be built with (the projections' latent grid
+    /// and modes are not read).
+    pub fn check_lift(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("NSL model frame: {msg}")));
         if self.n_hidden < 1 || self.fun_dim < 0 || self.space_dim < 0 {
             return bad(format!(
@@ -115,11 +134,8 @@ impl NslFrameConfig {
                         self.reference
                     ));
                 }
-                if !self.unified_pos && self.space_dim == 0 && self.fun_dim == 0 {
-                    return bad("the preprocess needs positions or an input function".into());
-                }
             }
-            NslGeometry::Unstructured { latent, modes } => {
+            NslGeometry::Unstructured { .. } => {
                 if self.unified_pos {
                     return bad(
                         "unified_pos applies to structured grids only (NSL ignores it on point \
@@ -127,30 +143,41 @@ impl NslFrameConfig {
                             .into(),
                     );
                 }
-                if *modes < 1 || latent.iter().any(|&s| s < 2 * modes || s / 2 + 1 < *modes) {
-                    return bad(format!(
-                        "the latent grid {latent:?} must hold 2·{modes} rows and {modes} rFFT \
-                         columns"
-                    ));
-                }
             }
         }
+        if !self.unified_pos && self.space_dim == 0 && self.fun_dim == 0 {
+            return bad("the preprocess needs positions or an input function".into());
+        }
         Ok(())
+    }
+
+    /// Registers the lift's variables at `path` (the model's root): `preprocess` and, with a
+    /// time input, `time_fc`, their linear layers drawn by `init` (NSL's grid models keep
+    /// PyTorch's defaults; Transolver applies trunc-normal(0.02) to every `nn.Linear`).
+    pub fn init_lift(&self, path: &Path, init: LinearInit) -> Result<NslLift> {
+        self.check_lift()?;
+        let h = self.n_hidden;
+        let preprocess = MlpConfig {
+            residual: false,
+            ..MlpConfig::new(self.preprocess_in(), 2 * h, h)
+        }
+        .with_init(init)
+        .init(&(path / "preprocess"));
+        let time_fc = self
+            .time_input
+            .then(|| TimeMlp::with_init(&(path / "time_fc"), h, init));
+        Ok(NslLift {
+            cfg: self.clone(),
+            preprocess,
+            time_fc,
+        })
     }
 
     /// Registers the frame's variables at `path` (the model's root).
     pub fn init(&self, path: &Path) -> Result<NslFrame> {
         self.check()?;
         let h = self.n_hidden;
-        let preprocess = MlpConfig {
-            residual: false,
-            ..MlpConfig::new(self.preprocess_in(), 2 * h, h)
-        }
-        .with_init(LinearInit::Torch)
-        .init(&(path / "preprocess"));
-        let time_fc = self
-            .time_input
-            .then(|| TimeMlp::with_init(&(path / "time_fc"), h, LinearInit::Torch));
+        let lift = self.init_lift(path, LinearInit::Torch)?;
         let cloud = match self.geometry {
             NslGeometry::Structured { .. } => None,
             NslGeometry::Unstructured { latent, modes } => {
@@ -168,12 +195,7 @@ impl NslFrameConfig {
                 })
             }
         };
-        Ok(NslFrame {
-            cfg: self.clone(),
-            preprocess,
-            time_fc,
-            cloud,
-        })
+        Ok(NslFrame { lift, cloud })
     }
 }
 
@@ -222,29 +244,17 @@ impl FrameContext {
     }
 }
 
-/// See the module documentation.
+/// The first part of every NSL model: the inputs at the points → `n_hidden` channels at the
+/// points, `preprocess([unified pos | pos], fx)` [+ shift] [+ `time_fc`(emb(t))]. The frame
+/// ([`NslFrame`]) continues to a latent grid; Transolver stays at the points.
 #[derive(Debug)]
-pub struct NslFrame {
+pub struct NslLift {
     cfg: NslFrameConfig,
     preprocess: Mlp,
     time_fc: Option<TimeMlp>,
-    cloud: Option<Cloud>,
 }
 
-/// The Geo-FNO projections of the unstructured geometry.
-#[derive(Debug)]
-struct Cloud {
-    project_in: GeoSpectralConv,
-    project_out: GeoSpectralConv,
-    iphi: Iphi,
-}
-
-/// NSL's padding of one axis: up to the next multiple of 16.
-pub fn pad_to_16(size: i64) -> i64 {
-    (16 - size % 16) % 16
-}
-
-impl NslFrame {
+impl NslLift {
     pub fn config(&self) -> &NslFrameConfig {
         &self.cfg
     }
@@ -271,23 +281,18 @@ impl NslFrame {
         Ok(shape)
     }
 
-    /// The latent grid size of a structured grid `shape`: padded to multiples of 16 (2-D and
-    /// 3-D), unchanged in 1-D.
-    pub fn padded_shape(shape: &[i64]) -> Vec<i64> {
-        if shape.len() < 2 {
-            return shape.to_vec();
-        }
-        shape.iter().map(|&s| s + pad_to_16(s)).collect()
-    }
-
-    /// Points → latent grid.
+    /// The features at the points. `shift` (n_hidden) is added to every point before the time
+    /// embedding (Transolver's `placeholder`).
     ///
     /// # Shapes
     /// - `input.pos`: (B, N, space_dim); `input.fx`: (B, N, fun_dim); `input.time`: (B, 1)
-    /// - returns: the latent grid (B, n_hidden, m_1, …, m_D) — structured: the grid padded to
-    ///   multiples of 16 per axis (2-D, 3-D); unstructured: (B, n_hidden, s1, s2) — and the
-    ///   context for [`leave`](Self::leave)
-    pub fn enter(&self, input: &FrameInput<'_>) -> Result<(Tensor, FrameContext)> {
+    /// - `shift`: (n_hidden)
+    /// - returns: (B, N, n_hidden), and the grid shape of the points (structured geometry)
+    pub fn forward(
+        &self,
+        input: &FrameInput<'_>,
+        shift: Option<&Tensor>,
+    ) -> Result<(Tensor, Option<Vec<i64>>)> {
         const OP: &str = "NslFrame::enter";
         let c = &self.cfg;
         let ps = input.pos.size();
@@ -301,7 +306,7 @@ impl NslFrame {
                 })
             }
         };
-        let kind = self.preprocess.kind();
+        let kind = self.kind();
         let device = input.pos.device();
         let grid = match c.geometry {
             NslGeometry::Structured { dims } => Some(self.grid_shape(input.grid, n, dims)?),
@@ -332,6 +337,9 @@ impl NslFrame {
             return Err(Error::NonFinite { op: OP });
         }
         let mut h = self.preprocess.forward(&x)?;
+        if let Some(shift) = shift {
+            h = h.f_add(shift)?;
+        }
         match (&self.time_fc, input.time) {
             (Some(time_fc), Some(t)) => {
                 if t.size() != [b, 1] {
@@ -360,6 +368,59 @@ impl NslFrame {
                 ))
             }
         }
+        Ok((h, grid))
+    }
+
+    /// The floating kind of the parameters.
+    pub fn kind(&self) -> Kind {
+        self.preprocess.kind()
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct NslFrame {
+    lift: NslLift,
+    cloud: Option<Cloud>,
+}
+
+/// The Geo-FNO projections of the unstructured geometry.
+#[derive(Debug)]
+struct Cloud {
+    project_in: GeoSpectralConv,
+    project_out: GeoSpectralConv,
+    iphi: Iphi,
+}
+
+/// NSL's padding of one axis: up to the next multiple of 16.
+pub fn pad_to_16(size: i64) -> i64 {
+    (16 - size % 16) % 16
+}
+
+impl NslFrame {
+    pub fn config(&self) -> &NslFrameConfig {
+        &self.lift.cfg
+    }
+
+    /// The latent grid size of a structured grid `shape`: padded to multiples of 16 (2-D and
+    /// 3-D), unchanged in 1-D.
+    pub fn padded_shape(shape: &[i64]) -> Vec<i64> {
+        if shape.len() < 2 {
+            return shape.to_vec();
+        }
+        shape.iter().map(|&s| s + pad_to_16(s)).collect()
+    }
+
+    /// Points → latent grid.
+    ///
+    /// # Shapes
+    /// - `input.pos`: (B, N, space_dim); `input.fx`: (B, N, fun_dim); `input.time`: (B, 1)
+    /// - returns: the latent grid (B, n_hidden, m_1, …, m_D) — structured: the grid padded to
+    ///   multiples of 16 per axis (2-D, 3-D); unstructured: (B, n_hidden, s1, s2) — and the
+    ///   context for [`leave`](Self::leave)
+    pub fn enter(&self, input: &FrameInput<'_>) -> Result<(Tensor, FrameContext)> {
+        let (h, grid) = self.lift.forward(input, None)?;
+        let n = h.size()[1];
         match (grid, &self.cloud) {
             (Some(shape), _) => {
                 let g = points_to_grid(&h, &shape)?;
@@ -381,21 +442,22 @@ impl NslFrame {
                 // Any space_dim builds (the preprocess takes what the data has); the projection
                 // reads 2-D coordinates: `pos` in NSL's loaders, else the first two channels of
                 // fx (ono's Elasticity loader: pos = the point index, fx = (x, y)).
+                let c = self.config();
                 let mesh = match (c.space_dim, input.fx) {
                     (2, _) => input.pos.shallow_clone(),
                     (_, Some(fx)) if c.fun_dim >= 2 => fx.f_narrow(-1, 0, 2)?,
                     _ => {
                         return Err(Error::Shape {
-                            op: OP,
+                            op: "NslFrame::enter",
                             expected: "pos (B, N, 2), or fx (B, N, ≥ 2) starting with the \
                                        coordinates: the Geo-FNO projection needs the points' \
                                        2-D coordinates"
                                 .into(),
-                            got: ps,
+                            got: input.pos.size(),
                         })
                     }
                 };
-                let xi = cloud.iphi.forward(&mesh.f_to_kind(kind)?, None)?;
+                let xi = cloud.iphi.forward(&mesh.f_to_kind(self.kind())?, None)?;
                 let latent = cloud
                     .project_in
                     .points_to_grid(&h.f_permute([0, 2, 1])?, &xi)?;
@@ -447,7 +509,7 @@ impl NslFrame {
 
     /// The floating kind of the parameters.
     pub fn kind(&self) -> Kind {
-        self.preprocess.kind()
+        self.lift.kind()
     }
 }
 
@@ -545,7 +607,7 @@ mod tests {
             } else {
                 x
             };
-            let want = frame.preprocess.forward(&x).unwrap();
+            let want = frame.lift.preprocess.forward(&x).unwrap();
             assert!(back.equal(&want), "{shape:?}");
             // The padding is zeros.
             let total = latent.abs().sum(Kind::Double).double_value(&[]);
