@@ -71,11 +71,14 @@ fn queries_at_the_input_points_reproduce_the_self_attention_path() {
             1e-13,
             1e-15,
         );
+        // Two code paths through a Cholesky factor in float64: their rounding differs by up to
+        // ~6e-11 relative (seen once in a full parallel test run), so 1e-9; a wrong formula is off
+        // by far more.
         let reference = self_path(&model, &pos, &fx, true);
-        assert_close(&cross, &reference, 1e-11, 1e-13);
+        assert_close(&cross, &reference, 1e-9, 1e-11);
         let cross_eval = tch::no_grad(|| model.forward(&pos, &fx, &pos, None, false)).unwrap();
         let reference_eval = tch::no_grad(|| self_path(&model, &pos, &fx, false));
-        assert_close(&cross_eval, &reference_eval, 1e-11, 1e-13);
+        assert_close(&cross_eval, &reference_eval, 1e-9, 1e-11);
     }
 }
 
