@@ -10,18 +10,10 @@ use std::path::{Path, PathBuf};
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_data::dataset::TensorDataset;
 
-use common::{assert_same_checkpoints, json, mean_field_error, ok, ono, temp_dir, train_then_kill};
-
-fn darcy(dir: &Path, name: &str, n_train: &str, n_test: &str, stride: &str, seed: &str) -> PathBuf {
-    let data = dir.join(name);
-    ok(&ono()
-        .args(["data", "darcy", "--n-train", n_train, "--n-test", n_test])
-        .args(["--res", "33", "--stride", stride, "--seed", seed, "--out"])
-        .arg(&data)
-        .output()
-        .unwrap());
-    data
-}
+use common::{
+    assert_same_checkpoints, generated_darcy, json, mean_field_error, ok, ono, temp_dir,
+    train_then_kill,
+};
 
 /// The FNO scripts' optimisation (Adam, weight decay 1e-4 as an L2 term, StepLR halving, no
 /// clipping) in an experiment file.
@@ -41,7 +33,7 @@ gamma = 0.5
 #[test]
 fn fno2d_learns_darcy_and_evaluates_at_a_finer_grid() {
     let dir = temp_dir("fno-darcy");
-    let data = darcy(&dir, "darcy17.safetensors", "120", "24", "2", "3");
+    let data = generated_darcy(&dir, "darcy17.safetensors", "120", "24", "2", "3");
     let ds = TensorDataset::read(&data).unwrap();
     assert_eq!(ds.grid.as_deref(), Some(&[17, 17][..]));
     let baseline = mean_field_error(&ds);
@@ -87,7 +79,7 @@ normalize_y = "gaussian"
         .collect();
 
     // A finer set of the same process: 33×33, never seen in training.
-    let fine = darcy(&dir, "darcy33.safetensors", "8", "24", "1", "5");
+    let fine = generated_darcy(&dir, "darcy33.safetensors", "8", "24", "1", "5");
     let fine_ds = TensorDataset::read(&fine).unwrap();
     assert_eq!(fine_ds.grid.as_deref(), Some(&[33, 33][..]));
     let ckpt = dir.join("run/checkpoints/last.safetensors");

@@ -9,8 +9,8 @@ use std::path::Path;
 use ono_data::dataset::TensorDataset;
 
 use common::{
-    assert_same_checkpoints, json, mean_field_error, mean_rel_l2, ok, ono, temp_dir,
-    train_then_kill,
+    assert_same_checkpoints, generated_darcy, json, mean_field_error, mean_rel_l2, ok, ono,
+    temp_dir, train_then_kill,
 };
 use tch::Tensor;
 
@@ -35,13 +35,7 @@ final_div_factor = 1e4
 #[test]
 fn gnot_learns_darcy_from_its_input_function() {
     let dir = temp_dir("gnot-darcy");
-    let data = dir.join("darcy17.safetensors");
-    ok(&ono()
-        .args(["data", "darcy", "--n-train", "120", "--n-test", "24"])
-        .args(["--res", "33", "--stride", "2", "--seed", "3", "--out"])
-        .arg(&data)
-        .output()
-        .unwrap());
+    let data = generated_darcy(&dir, "darcy17.safetensors", "120", "24", "2", "3");
     let baseline = mean_field_error(&TensorDataset::read(&data).unwrap());
     let cfg = dir.join("gnot.toml");
     std::fs::write(

@@ -8,7 +8,7 @@ mod common;
 
 use ono_data::dataset::TensorDataset;
 
-use common::{json, mean_field_error, ok, ono, temp_dir};
+use common::{generated_darcy, json, mean_field_error, ok, ono, temp_dir};
 
 /// NSL's Darcy LSM script's optimisation, its StepLR(100, 0.5) over 500 epochs scaled to this
 /// run's 15: halved every 3 epochs.
@@ -28,13 +28,7 @@ gamma = 0.5
 #[test]
 fn lsm_learns_darcy() {
     let dir = temp_dir("lsm-darcy");
-    let data = dir.join("darcy17.safetensors");
-    ok(&ono()
-        .args(["data", "darcy", "--n-train", "120", "--n-test", "24"])
-        .args(["--res", "33", "--stride", "2", "--seed", "3", "--out"])
-        .arg(&data)
-        .output()
-        .unwrap());
+    let data = generated_darcy(&dir, "darcy17.safetensors", "120", "24", "2", "3");
     let ds = TensorDataset::read(&data).unwrap();
     assert_eq!(ds.grid.as_deref(), Some(&[17, 17][..]));
     let baseline = mean_field_error(&ds);

@@ -5,11 +5,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ono_data::dataset::TensorDataset;
 
-use common::{json, mean_field_error, ok, ono, temp_dir};
+use common::{generated_darcy, json, mean_field_error, ok, ono, temp_dir};
 
 /// NSL's optimisation (AdamW, lr 1e-3, weight decay 1e-5, OneCycle per batch with pct_start 0.3
 /// and PyTorch's div factors 25 and 1e4, no clipping) and the darcy script's data recipe
@@ -32,17 +32,6 @@ div_factor = 25
 final_div_factor = 1e4
 "#;
 
-fn darcy(dir: &Path, name: &str, n_train: &str, stride: &str, seed: &str) -> PathBuf {
-    let data = dir.join(name);
-    ok(&ono()
-        .args(["data", "darcy", "--n-train", n_train, "--n-test", "24"])
-        .args(["--res", "33", "--stride", stride, "--seed", seed, "--out"])
-        .arg(&data)
-        .output()
-        .unwrap());
-    data
-}
-
 fn eval(checkpoint: &Path, data: &Path) -> f64 {
     let out = ono()
         .arg("eval")
@@ -58,7 +47,7 @@ fn eval(checkpoint: &Path, data: &Path) -> f64 {
 #[test]
 fn transolver_learns_darcy_with_nsls_recipe() {
     let dir = temp_dir("transolver-darcy");
-    let data = darcy(&dir, "darcy17.safetensors", "120", "2", "3");
+    let data = generated_darcy(&dir, "darcy17.safetensors", "120", "24", "2", "3");
     let ds = TensorDataset::read(&data).unwrap();
     assert_eq!(ds.grid.as_deref(), Some(&[17, 17][..]));
     let baseline = mean_field_error(&ds);
@@ -104,7 +93,7 @@ normalize_y = "unit"
 
     // The same process at 33×33: the unified positions are computed for the input's grid, the
     // 3×3 projections see neighbours half as far apart.
-    let fine = darcy(&dir, "darcy33.safetensors", "8", "1", "5");
+    let fine = generated_darcy(&dir, "darcy33.safetensors", "8", "24", "1", "5");
     let fine_ds = TensorDataset::read(&fine).unwrap();
     let fine_err = eval(&ckpt, &fine);
     let fine_baseline = mean_field_error(&fine_ds);

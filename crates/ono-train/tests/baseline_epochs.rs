@@ -1,26 +1,23 @@
 //! Every baseline architecture trains one epoch end to end through the loader of every benchmark
 //! it applies to, on the miniature files, with the benchmark's recipe in the FNO layout.
 
-use std::path::PathBuf;
+mod common;
 
+use common::{temp_dir, Epoch};
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::Trainer;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-baseline-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+/// The FNO scripts' optimisation (Adam with L2 decay, StepLR, no clipping).
+const FNO_RECIPE: &str = "[optimizer]\nkind = \"adam\"\nweight_decay = 1e-4\nmax_grad_norm = 0\n\n[schedule]\nkind = \"step\"";
 
 /// One epoch of `arch` (preset, small overrides) on the miniature `benchmark`.
 fn one_epoch(arch: &str, preset: &str, overrides: &str, b: Benchmark, extra: &str) {
     one_epoch_batched(arch, preset, overrides, b, extra, None)
 }
 
-/// [`one_epoch`] with `batch` samples per step (default 2; `None` for 2).
+/// [`one_epoch`] with `batch` samples per step (`None` for 2).
 fn one_epoch_batched(
     arch: &str,
     preset: &str,
@@ -29,56 +26,15 @@ fn one_epoch_batched(
     extra: &str,
     batch: Option<usize>,
 ) {
-    let tag = format!("{arch}-{}", b.name());
-    let dir = temp_dir(&tag);
-    let m = miniature::write(b, &dir.join("data")).unwrap();
-    let batch = batch.unwrap_or(2);
-    let text = format!(
-        r#"
-epochs = 1
-batch_size = {batch}
-threads = 1
-output_dir = "{out}"
-
-[model]
-arch = "{arch}"
-preset = "{preset}"
-[model.overrides]
-{overrides}
-
-[data]
-benchmark = "{name}"
-data_dir = "{data}"
-layout = "fno"
-ntrain = {ntrain}
-ntest = {ntest}
-{extra}
-
-[optimizer]
-kind = "adam"
-weight_decay = 1e-4
-max_grad_norm = 0
-
-[schedule]
-kind = "step"
-
-[log]
-panels = 1
-"#,
-        out = dir.join("run").display(),
-        name = b.name(),
-        data = dir.join("data").display(),
-        ntrain = m.ntrain,
-        ntest = m.ntest,
-    );
-    let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|e| panic!("{tag}: {e}"));
-    let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{tag}: {e}"));
-    let s = tr
-        .run(&Progress::Quiet)
-        .unwrap_or_else(|e| panic!("{tag}: {e}"));
-    assert_eq!(s.steps, m.ntrain.div_ceil(batch) as u64, "{tag}");
-    let err = s.final_test.unwrap();
-    assert!(err.is_finite() && err > 0.0, "{tag}: {err}");
+    common::one_epoch(&Epoch {
+        arch,
+        preset,
+        overrides,
+        benchmark: b,
+        data: extra,
+        recipe: FNO_RECIPE,
+        batch: Some(batch.unwrap_or(2)),
+    });
 }
 
 #[test]

@@ -3,71 +3,41 @@
 //! `ufno` in `baseline_epochs.rs`), with NSL's optimisation (AdamW, lr 1e-3, weight decay 1e-5,
 //! OneCycle, no clipping).
 
-use std::path::PathBuf;
+mod common;
 
+use common::{temp_dir, Epoch};
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::Trainer;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-lsm-epochs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// One epoch of the `preset` LSM with `overrides` on the miniature `b`, the whole training split
 /// as one batch; returns the test error.
 fn one_epoch(preset: &str, overrides: &str, b: Benchmark) -> f64 {
-    let dir = temp_dir(b.name());
-    let m = miniature::write(b, &dir.join("data")).unwrap();
-    let text = format!(
-        r#"
-epochs = 1
-batch_size = {ntrain}
-threads = 1
-output_dir = "{out}"
+    let overrides = format!("n_hidden = 4\nn_heads = 2\n{overrides}");
+    let (s, _) = common::one_epoch(&Epoch {
+        arch: "lsm",
+        preset,
+        overrides: &overrides,
+        benchmark: b,
+        data: "",
+        // The trainer's defaults are NSL's run.py's (AdamW, lr 1e-3, weight decay 1e-5,
+        // OneCycle) but for the clipping.
+        recipe: "[optimizer]\nmax_grad_norm = 0",
+        batch: None,
+    });
+    s.final_test.unwrap()
+}
 
-[model]
-arch = "lsm"
-preset = "{preset}"
-[model.overrides]
-n_hidden = 4
-n_heads = 2
-{overrides}
-
-[data]
-benchmark = "{name}"
-data_dir = "{data}"
-layout = "fno"
-ntrain = {ntrain}
-ntest = {ntest}
-
-[optimizer]
-max_grad_norm = 0
-
-[log]
-panels = 1
-"#,
-        out = dir.join("run").display(),
-        name = b.name(),
-        data = dir.join("data").display(),
-        ntrain = m.ntrain,
-        ntest = m.ntest,
-    );
-    let tag = b.name();
-    let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|e| panic!("{tag}: {e}"));
+/// The trainer's optimiser defaults are NSL's `run.py` defaults, which the epochs above rely on.
+#[test]
+fn the_trainer_defaults_are_nsl_run_defaults() {
+    let cfg = TrainConfig::from_toml(
+        "epochs = 1\nbatch_size = 1\noutput_dir = \"x\"\n[model]\narch = \"lsm\"\n[data]\nbenchmark = \"darcy\"\n",
+    )
+    .unwrap();
     assert_eq!(cfg.optimizer.lr, 1e-3, "NSL's run.py default");
     assert_eq!(cfg.optimizer.weight_decay, 1e-5, "NSL's run.py default");
-    let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{tag}: {e}"));
-    let s = tr
-        .run(&Progress::Quiet)
-        .unwrap_or_else(|e| panic!("{tag}: {e}"));
-    assert_eq!(s.steps, 1, "{tag}");
-    let err = s.final_test.unwrap();
-    assert!(err.is_finite() && err > 0.0, "{tag}: {err}");
-    err
 }
 
 /// The miniatures' grids are at most 16 per axis, so the padded latent grid is 16 × 16 and the

@@ -3,65 +3,26 @@
 //! layout as the other NSL ports, with NSL's recipe (`run.py` defaults: AdamW, lr 1e-3, weight
 //! decay 1e-5, OneCycle per batch with pct_start 0.3 and div factor 25, no clipping).
 
-use ono_data::benchmarks::{miniature, Benchmark};
+mod common;
+
+use common::Epoch;
+use ono_data::benchmarks::Benchmark;
 use ono_train::checkpoint::Checkpoint;
-use ono_train::config::TrainConfig;
-use ono_train::progress::Progress;
-use ono_train::Trainer;
 
 /// One epoch of the `preset` (small overrides) on the miniature `benchmark`, batches of 2; the
 /// model configuration the run used, as its checkpoint holds it.
 fn one_epoch(preset: &str, b: Benchmark) -> serde_json::Value {
-    let tag = format!("transolver-{}", b.name());
-    let dir = std::env::temp_dir().join(format!("ono-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let m = miniature::write(b, &dir.join("data")).unwrap();
-    let text = format!(
-        r#"
-epochs = 1
-batch_size = 2
-threads = 1
-output_dir = "{out}"
-
-[model]
-arch = "transolver"
-preset = "{preset}"
-[model.overrides]
-n_hidden = 8
-n_heads = 2
-n_layers = 2
-mlp_ratio = 1
-slice_num = 4
-
-[data]
-benchmark = "{name}"
-data_dir = "{data}"
-layout = "fno"
-ntrain = {ntrain}
-ntest = {ntest}
-
-# The trainer's defaults are NSL's (AdamW, lr 1e-3, weight decay 1e-5, OneCycle with
-# pct_start 0.3 and div factors 25 and 1e4) but for the clipping.
-[optimizer]
-max_grad_norm = 0
-
-[log]
-panels = 1
-"#,
-        out = dir.join("run").display(),
-        name = b.name(),
-        data = dir.join("data").display(),
-        ntrain = m.ntrain,
-        ntest = m.ntest,
-    );
-    let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|e| panic!("{tag}: {e}"));
-    let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{tag}: {e}"));
-    let s = tr
-        .run(&Progress::Quiet)
-        .unwrap_or_else(|e| panic!("{tag}: {e}"));
-    assert_eq!(s.steps, m.ntrain.div_ceil(2) as u64, "{tag}");
-    let err = s.final_test.unwrap();
-    assert!(err.is_finite() && err > 0.0, "{tag}: {err}");
+    let (_, dir) = common::one_epoch(&Epoch {
+        arch: "transolver",
+        preset,
+        overrides: "n_hidden = 8\nn_heads = 2\nn_layers = 2\nmlp_ratio = 1\nslice_num = 4",
+        benchmark: b,
+        data: "",
+        // The trainer's defaults are NSL's (AdamW, lr 1e-3, weight decay 1e-5, OneCycle with
+        // pct_start 0.3 and div factors 25 and 1e4) but for the clipping.
+        recipe: "[optimizer]\nmax_grad_norm = 0",
+        batch: Some(2),
+    });
     let ckpt = Checkpoint::load(&dir.join("run/checkpoints/last.safetensors")).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     serde_json::to_value(&ckpt.state.model).unwrap()

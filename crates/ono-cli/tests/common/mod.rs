@@ -42,6 +42,26 @@ pub fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// `ono data darcy` into `dir/name`: a generated Darcy set solved on 33×33 cell centres, every
+/// `stride`-th cell kept, `n_test` test samples; returns its path.
+pub fn generated_darcy(
+    dir: &Path,
+    name: &str,
+    n_train: &str,
+    n_test: &str,
+    stride: &str,
+    seed: &str,
+) -> PathBuf {
+    let data = dir.join(name);
+    ok(&ono()
+        .args(["data", "darcy", "--n-train", n_train, "--n-test", n_test])
+        .args(["--res", "33", "--stride", stride, "--seed", seed, "--out"])
+        .arg(&data)
+        .output()
+        .unwrap());
+    data
+}
+
 /// A JSON file, or `None` while it is missing or half-written.
 pub fn read_json(path: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
