@@ -78,15 +78,7 @@ pub fn run(
             .validate("input")
             .with_context(|| format!("{}: not a valid set of samples", input.display()))?;
         let pred = p.predict_samples(&split, batch)?;
-        ono_data::dataset::write_tensors_atomic(
-            &output,
-            &[(
-                "pred".to_string(),
-                pred.f_to_device(Device::Cpu)?.f_contiguous()?,
-            )],
-        )?;
-        eprintln!("wrote pred {:?} to {}", pred.size(), output.display());
-        return Ok(());
+        return write_pred(&output, &pred);
     }
     let mut pos = get("pos")?;
     if pos.dim() == 3 && pos.size()[0] == 1 && fx.dim() == 3 {
@@ -133,8 +125,13 @@ pub fn run(
         grid.as_deref(),
         query.as_ref().map(|q| (q, query_grid.as_deref())),
     )?;
+    write_pred(&output, &pred)
+}
+
+/// Writes `pred` to `output` (safetensors, atomically).
+fn write_pred(output: &std::path::Path, pred: &Tensor) -> Result<()> {
     ono_data::dataset::write_tensors_atomic(
-        &output,
+        output,
         &[(
             "pred".to_string(),
             pred.f_to_device(Device::Cpu)?.f_contiguous()?,
