@@ -83,7 +83,7 @@ pub struct Batch {
 
 /// The mask of the first `lengths[b]` of `n` rows, (B, n) bool on `device`; `None` when all
 /// rows of every sample are real.
-fn length_mask(lengths: &[i64], n: i64, device: Device) -> Result<Option<Tensor>> {
+pub fn length_mask(lengths: &[i64], n: i64, device: Device) -> Result<Option<Tensor>> {
     if lengths.iter().all(|&l| l == n) {
         return Ok(None);
     }

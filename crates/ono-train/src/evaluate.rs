@@ -58,16 +58,11 @@ pub fn normalized(
 ) -> Result<Split> {
     let on_device =
         |t: &tch::Tensor| -> Result<tch::Tensor> { Ok(t.f_to_device(device)?.f_to_kind(kind)?) };
+    // (S, N, 1) in the model's kind: 1 on real rows.
     let real = match &split.lengths {
-        Some(l) => {
-            let n = split.fx.size()[1];
-            let flags: Vec<f64> = l
-                .iter()
-                .flat_map(|&k| (0..n).map(move |i| if i < k { 1.0 } else { 0.0 }))
-                .collect();
-            let m = tch::Tensor::from_slice(&flags).f_reshape([l.len() as i64, n, 1])?;
-            Some(on_device(&m)?)
-        }
+        Some(l) => ono_data::dataset::length_mask(l, split.fx.size()[1], device)?
+            .map(|m| -> Result<tch::Tensor> { Ok(m.f_to_kind(kind)?.f_unsqueeze(2)?) })
+            .transpose()?,
         None => None,
     };
     let points = |norm: &Normalizer, t: &tch::Tensor| -> Result<tch::Tensor> {
