@@ -150,7 +150,7 @@ fn main() -> Result<()> {
                 "run",
                 "--release",
                 "-p",
-                "ono-train",
+                "ono-cli",
                 "--bin",
                 "ono",
                 "--",
