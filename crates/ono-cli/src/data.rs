@@ -102,6 +102,11 @@ pub enum DataCmd {
         /// Seed; sample i depends only on (seed, i).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Keep N distinct cells of each sample's (strided) grid, chosen at random per sample
+        /// (by (seed, i)): point clouds with positions per sample and no grid, a stand-in for
+        /// unstructured data such as Elasticity's.
+        #[arg(long)]
+        points: Option<i64>,
         /// Output file (safetensors).
         #[arg(long)]
         out: PathBuf,
@@ -163,17 +168,34 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             res,
             stride,
             seed,
+            points,
             out,
         } => {
+            let k = res.div_ceil(stride.max(1));
+            if let Some(p) = points {
+                // Before the solve, not after it.
+                anyhow::ensure!(
+                    p >= 1 && p as usize <= k * k,
+                    "--points must be in [1, {}] (the cells of the {k}×{k} grid), got {p}",
+                    k * k
+                );
+            }
             let cfg = ono_pde::darcy_flow::DarcyConfig {
                 resolution: res,
                 ..Default::default()
             };
             let start = std::time::Instant::now();
-            cfg.dataset(n_train, n_test, seed, stride)?.write(&out)?;
-            let k = res.div_ceil(stride);
+            let grid = cfg.dataset(n_train, n_test, seed, stride)?;
+            let (ds, layout) = match points {
+                Some(p) => (
+                    ono_data::point_cloud::scatter_grid(&grid, p, seed)?,
+                    format!("{p} random points of {k}×{k}"),
+                ),
+                None => (grid, format!("{k}×{k}")),
+            };
+            ds.write(&out)?;
             eprintln!(
-                "wrote {n_train} + {n_test} Darcy samples at {k}×{k} (solved at {res}×{res}) to {} in {:.1} s",
+                "wrote {n_train} + {n_test} Darcy samples at {layout} (solved at {res}×{res}) to {} in {:.1} s",
                 out.display(),
                 start.elapsed().as_secs_f64()
             );

@@ -13,9 +13,15 @@
 //! Normalizer statistics must come from the real points only: [`PointCloudSplit::fit_unit`]
 //! computes GNOT's `UnitTransformer` over the concatenated points of all samples. Fitting on a
 //! padded tensor would count the zeros of the padding and shift both mean and std.
+//!
+//! [`scatter_grid`] makes point clouds of another kind from grid data: every sample keeps its
+//! own random subset of the grid's cells (same count, different positions), a stand-in for
+//! unstructured data such as Elasticity's.
 
+use rand::SeedableRng;
 use tch::{Device, Kind, Tensor};
 
+use crate::dataset::{mix, Split, TensorDataset};
 use crate::normalizer::{Normalizer, NormalizerKind};
 use crate::{Error, Result};
 
@@ -584,4 +590,149 @@ pub fn masked_rel_l2_per_channel(pred: &Tensor, target: &Tensor, mask: &Tensor) 
         .f_sum_dim_intlist(dims, false, None::<Kind>)?
         .f_div(&tgt.f_sum_dim_intlist(dims, false, None::<Kind>)?)?
         .f_sqrt()?)
+}
+
+/// Grid data as point clouds of `points` distinct cells per sample, chosen at random for each
+/// sample independently: positions, input functions and targets (any trailing time axis kept) at
+/// those cells, positions per sample (S, points, d), no grid. Sample i of the whole set (the
+/// training samples first, then the test samples, as `ono_pde`'s generators number them) keeps
+/// cells that depend only on (`seed`, i); within a sample they are in the grid's (row-major)
+/// order.
+///
+/// The data must have positions shared by every sample and nothing beside fx, y and pos (no
+/// query points, aux channels, θ, input functions on their own points or ragged samples).
+pub fn scatter_grid(ds: &TensorDataset, points: i64, seed: u64) -> Result<TensorDataset> {
+    let scatter = |split: &Split, first: u64| -> Result<Split> {
+        let n = split.points();
+        if points < 1 || points > n {
+            return Err(Error::Config {
+                what: "points".into(),
+                msg: format!("must be in [1, {n}] (the cells of a sample), got {points}"),
+            });
+        }
+        let plain = split.query.is_none()
+            && split.aux.is_none()
+            && split.theta.is_none()
+            && split.functions.is_empty()
+            && split.lengths.is_none();
+        if !plain || split.pos.size()[0] != 1 {
+            return Err(Error::Invalid(
+                "scatter_grid takes grid data: positions shared by every sample and only fx, y and pos".into(),
+            ));
+        }
+        let s = split.len();
+        let mut cells = Vec::with_capacity((s * points) as usize);
+        for i in 0..s as u64 {
+            // Keyed by mix(seed, i), not seed: independent of the generator's own stream i.
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(seed, first + i));
+            let mut pick: Vec<i64> = rand::seq::index::sample(&mut rng, n as usize, points as usize)
+                .into_iter()
+                .map(|c| c as i64)
+                .collect();
+            pick.sort_unstable();
+            cells.extend(pick);
+        }
+        let cells = Tensor::from_slice(&cells).f_view([s, points])?;
+        // (S, points) → the index of `t`'s gather along the point axis.
+        let at = |t: &Tensor| -> Result<Tensor> {
+            let t = t.f_expand(
+                [s].into_iter().chain(t.size()[1..].iter().copied()).collect::<Vec<_>>(),
+                false,
+            )?;
+            let mut shape = t.size();
+            shape[1] = points;
+            let mut view = vec![s, points];
+            view.resize(shape.len(), 1);
+            let idx = cells
+                .f_to_device(t.device())?
+                .f_view(view.as_slice())?
+                .f_expand(shape.as_slice(), false)?;
+            Ok(t.f_gather(1, &idx, false)?)
+        };
+        Ok(Split::new(at(&split.fx)?, at(&split.y)?, at(&split.pos)?))
+    };
+    let out = TensorDataset {
+        train: scatter(&ds.train, 0)?,
+        test: scatter(&ds.test, ds.train.len() as u64)?,
+        grid: None,
+        query_grid: None,
+    };
+    out.validate()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::grid_positions_2d;
+
+    /// A 3×4 grid whose cell c holds fx = c and, over two time steps, y = (10c, 10c + 1).
+    fn grid_data(n_train: i64, n_test: i64) -> TensorDataset {
+        let split = |s: i64| {
+            let fx = Tensor::arange(12, (Kind::Double, Device::Cpu))
+                .view([1, 12, 1])
+                .expand([s, 12, 1], true);
+            let y = Tensor::cat(&[&fx * 10.0, &fx * 10.0 + 1.0], 2).unsqueeze(2);
+            Split::new(fx, y, grid_positions_2d(3, 4).unwrap())
+        };
+        TensorDataset {
+            train: split(n_train),
+            test: split(n_test),
+            grid: Some(vec![3, 4]),
+            query_grid: None,
+        }
+    }
+
+    /// The cells of every sample, read back from its positions (column x·3, row y·2 on the
+    /// 3×4 grid).
+    fn cells(split: &Split) -> Vec<Vec<i64>> {
+        let pos = Vec::<f64>::try_from(split.pos.to_kind(Kind::Double).reshape([-1])).unwrap();
+        let p = split.points() as usize;
+        pos.chunks(2 * p)
+            .map(|s| {
+                s.chunks(2)
+                    .map(|xy| ((xy[1] * 2.0).round() * 4.0 + (xy[0] * 3.0).round()) as i64)
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scatter_grid_keeps_distinct_random_cells_with_their_values() {
+        let ds = scatter_grid(&grid_data(5, 3), 5, 7).unwrap();
+        assert!(ds.grid.is_none());
+        assert_eq!(ds.train.pos.size(), [5, 5, 2]);
+        assert_eq!(ds.test.y.size(), [3, 5, 1, 2]);
+        let train = cells(&ds.train);
+        for (s, c) in train.iter().enumerate() {
+            assert!(c.windows(2).all(|w| w[0] < w[1]), "{c:?}");
+            assert!(c.iter().all(|&k| (0..12).contains(&k)));
+            for (j, &k) in c.iter().enumerate() {
+                let (s, j) = (s as i64, j as i64);
+                assert_eq!(ds.train.fx.double_value(&[s, j, 0]), k as f64);
+                assert_eq!(ds.train.y.double_value(&[s, j, 0, 0]), 10.0 * k as f64);
+                assert_eq!(ds.train.y.double_value(&[s, j, 0, 1]), 10.0 * k as f64 + 1.0);
+            }
+        }
+        assert!(train.iter().any(|c| c != &train[0]), "{train:?}");
+        // Sample i's cells depend on (seed, i) alone, not on where the split boundary lies.
+        let other = scatter_grid(&grid_data(2, 6), 5, 7).unwrap();
+        let all = |d: &TensorDataset| [cells(&d.train), cells(&d.test)].concat();
+        assert_eq!(all(&ds), all(&other));
+        assert_ne!(all(&ds), all(&scatter_grid(&grid_data(5, 3), 5, 8).unwrap()));
+        // Every cell: the grid in its order, in every sample.
+        let whole = scatter_grid(&grid_data(2, 1), 12, 0).unwrap();
+        assert!(cells(&whole.test)[0].iter().copied().eq(0..12));
+    }
+
+    #[test]
+    fn scatter_grid_refuses_bad_counts_and_non_grid_data() {
+        for p in [0, 13, -1] {
+            let e = scatter_grid(&grid_data(2, 1), p, 0).unwrap_err().to_string();
+            assert!(e.contains("points") && e.contains("[1, 12]"), "{e}");
+        }
+        let mut ds = grid_data(2, 1);
+        ds.train.pos = ds.train.pos.expand([2, 12, 2], true);
+        assert!(scatter_grid(&ds, 3, 0).is_err());
+    }
 }

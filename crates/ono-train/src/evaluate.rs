@@ -1,15 +1,15 @@
 //! Evaluation: mean relative L2 of a model on a split, in evaluation mode, batch by batch, with
 //! one host read at the end.
 
-use ono_data::dataset::Split;
+use ono_data::dataset::{length_mask, Split, TensorDataset};
 use ono_data::normalizer::Normalizer;
 use ono_models::Model;
-use tch::{Device, Kind};
+use tch::{Device, Kind, Tensor};
 
 use crate::decoder::{Decoder, Points};
-use crate::loss::{MetricSum, RolloutErrors};
+use crate::loss::{check_targets, relative_l2, MetricSum, Reduction, RolloutErrors};
 use crate::regime::Regime;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Mean relative L2 of `model` on `split` (inputs already normalized, on the model's device):
 /// decoded predictions against raw targets; per-step errors too for a time series.
@@ -99,4 +99,139 @@ pub fn normalized(
             .collect::<Result<Vec<_>>>()?,
         lengths: split.lengths.clone(),
     })
+}
+
+/// The mean-field baseline: the mean relative L2 on the test split (the one relative L2 of
+/// [`crate::loss`], per sample over all points, channels and time steps, raw values, averaged
+/// over the test samples) of predicting, for every test sample, the training targets' mean.
+///
+/// Which mean: where every sample of both splits has its targets at the same points (positions
+/// shared, or per sample but equal), the mean over the training samples at each point (a mean
+/// field). Otherwise (point clouds whose positions differ between samples, samples of different
+/// sizes) a point-wise mean would average unrelated points, so the prediction is the constant
+/// field of each channel's (and time step's) mean over all real training points and samples.
+/// Padding rows of samples of different sizes count neither in the mean nor in the error.
+pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
+    let (train, test) = (&ds.train, &ds.test);
+    let host = |t: &Tensor| -> Result<Tensor> {
+        Ok(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?)
+    };
+    let (y, truth) = (host(&train.y)?, host(&test.y)?);
+    if y.size()[2..] != truth.size()[2..] {
+        return Err(Error::Data(format!(
+            "mean field: training targets {:?} and test targets {:?} differ in channels or time steps",
+            y.size(),
+            truth.size()
+        )));
+    }
+    check_targets(&truth, "mean field: test targets")?;
+    // (S, M) float, 1 on real target points; `None`: all are real.
+    let real = |s: &Split| -> Result<Option<Tensor>> {
+        match &s.lengths {
+            Some(l) => Ok(length_mask(l, s.y.size()[1], Device::Cpu)?
+                .map(|m| m.f_to_kind(Kind::Double))
+                .transpose()?),
+            None => Ok(None),
+        }
+    };
+    let (train_real, test_real) = (real(train)?, real(test)?);
+    let mean = if train_real.is_none() && test_real.is_none() && same_target_points(train, test)? {
+        y.f_mean_dim(&[0i64][..], true, Kind::Double)?
+    } else {
+        // Σ over samples and points of the real rows, per channel (and time step).
+        let (sum, count) = match &train_real {
+            Some(m) => {
+                let mut shape = m.size();
+                shape.resize(y.dim(), 1);
+                let m = m.f_view(shape.as_slice())?;
+                (
+                    y.f_mul(&m)?.f_sum_dim_intlist(&[0i64, 1][..], true, Kind::Double)?,
+                    m.f_sum(Kind::Double)?,
+                )
+            }
+            None => (
+                y.f_sum_dim_intlist(&[0i64, 1][..], true, Kind::Double)?,
+                Tensor::from((y.size()[0] * y.size()[1]) as f64),
+            ),
+        };
+        sum.f_div(&count)?
+    };
+    let pred = mean.f_expand(truth.size().as_slice(), false)?;
+    let bool_mask = test_real.map(|m| m.f_gt(0.5)).transpose()?;
+    Ok(relative_l2(&pred, &truth, Reduction::Mean, bool_mask.as_ref())?.f_double_value(&[])?)
+}
+
+/// Whether every sample of both splits has its targets at the same points (the query points
+/// when there are any, else the input points).
+fn same_target_points(train: &Split, test: &Split) -> Result<bool> {
+    let at = |s: &Split| s.query.as_ref().unwrap_or(&s.pos).f_to_kind(Kind::Double);
+    let (a, b) = (at(train)?, at(test)?);
+    if a.size()[1..] != b.size()[1..] {
+        return Ok(false);
+    }
+    let first = a.f_narrow(0, 0, 1)?;
+    Ok(a.f_eq_tensor(&first)?.f_all()?.f_int64_value(&[])? != 0
+        && b.f_eq_tensor(&first)?.f_all()?.f_int64_value(&[])? != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(v: &[f64], shape: &[i64]) -> Tensor {
+        Tensor::from_slice(v).view(shape)
+    }
+
+    fn dataset(train: Split, test: Split) -> TensorDataset {
+        TensorDataset {
+            train,
+            test,
+            grid: None,
+            query_grid: None,
+        }
+    }
+
+    #[test]
+    fn mean_field_error_by_hand() {
+        let pos = t(&[0.0, 1.0], &[1, 2, 1]);
+        let fx = |s: i64| Tensor::ones([s, 2, 1], (Kind::Double, Device::Cpu));
+        // Shared points: the mean field (2, 3) against (2, 4) and (1, 1).
+        let train = Split::new(fx(2), t(&[1.0, 2.0, 3.0, 4.0], &[2, 2, 1]), pos.copy());
+        let test = Split::new(fx(2), t(&[2.0, 4.0, 1.0, 1.0], &[2, 2, 1]), pos.copy());
+        let want = (1.0 / 20f64.sqrt() + (5.0f64 / 2.0).sqrt()) / 2.0;
+        let got = mean_field_error(&dataset(train, test)).unwrap();
+        assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+
+        // Per-sample positions that differ: the constant 2.5 against (2, 4).
+        let moved = t(&[0.0, 1.0, 0.5, 0.7], &[2, 2, 1]);
+        let train = Split::new(fx(2), t(&[1.0, 2.0, 3.0, 4.0], &[2, 2, 1]), moved);
+        let test = Split::new(fx(1), t(&[2.0, 4.0], &[1, 2, 1]), t(&[0.1, 0.2], &[1, 2, 1]));
+        let want = (0.25f64 + 2.25).sqrt() / 20f64.sqrt();
+        let got = mean_field_error(&dataset(train, test)).unwrap();
+        assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+
+        // Samples of different sizes: padding (the 99s) counts neither in the mean (2) nor in
+        // the error (|4 − 2| / 4).
+        let mut train = Split::new(fx(2), t(&[1.0, 2.0, 3.0, 99.0], &[2, 2, 1]), pos.copy());
+        train.lengths = Some(vec![2, 1]);
+        let mut test = Split::new(fx(1), t(&[4.0, 99.0], &[1, 2, 1]), pos.copy());
+        test.lengths = Some(vec![1]);
+        let got = mean_field_error(&dataset(train, test)).unwrap();
+        assert!((got - 0.5).abs() < 1e-14, "{got}");
+
+        // A time series on shared points: the mean per point and step; 2 points × 2 steps, one
+        // test sample equal to the mean but for one value off by 3 out of a norm of 5.
+        let y = t(&[0.0, 2.0, 4.0, 6.0, 0.0, 0.0, 0.0, 0.0], &[2, 2, 1, 2]);
+        let train = Split::new(fx(2), y, pos.copy());
+        let test = Split::new(fx(1), t(&[3.0, 1.0, 2.0, 3.0], &[1, 2, 1, 2]), pos.copy());
+        // mean (0, 1, 2, 3); error (3, 0, 0, 0); norm √(9 + 1 + 4 + 9).
+        let got = mean_field_error(&dataset(train, test)).unwrap();
+        assert!((got - 3.0 / 23f64.sqrt()).abs() < 1e-14, "{got}");
+
+        // An all-zero test sample has no relative error.
+        let train = Split::new(fx(1), t(&[1.0, 2.0], &[1, 2, 1]), pos.copy());
+        let test = Split::new(fx(1), t(&[0.0, 0.0], &[1, 2, 1]), pos);
+        let e = mean_field_error(&dataset(train, test)).unwrap_err().to_string();
+        assert!(e.contains("all zeros"), "{e}");
+    }
 }

@@ -109,8 +109,7 @@ pub fn mean_rel_l2(pred: &Tensor, y: &Tensor) -> f64 {
 /// Mean relative L2 of predicting the training mean field for every test sample: a bar an
 /// untrained model does not clear.
 pub fn mean_field_error(ds: &TensorDataset) -> f64 {
-    let mean = ds.train.y.mean_dim(&[0i64][..], true, Kind::Double);
-    mean_rel_l2(&mean.expand_as(&ds.test.y), &ds.test.y)
+    ono_train::evaluate::mean_field_error(ds).unwrap()
 }
 
 /// Starts `ono train CONFIG --quiet`, waits until the checkpoint sidecar `sidecar` exists and
