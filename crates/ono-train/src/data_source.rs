@@ -183,7 +183,10 @@ fn first_train_steps(
         ));
     }
     if k < 1 || k > y[3] {
-        return bad(format!("must be in [1, {}] (the targets' time steps), got {k}", y[3]));
+        return bad(format!(
+            "must be in [1, {}] (the targets' time steps), got {k}",
+            y[3]
+        ));
     }
     // Per-step target statistics fitted on k steps would not cover the steps after them.
     if normalize_y != NormalizerKind::None {

@@ -44,7 +44,12 @@ fn point_cloud_architectures_train_one_epoch_on_scattered_darcy() {
     assert!(ds.grid.is_none());
     let branch = format!("{UNIT}\nfx_as_function = true");
     for (arch, preset, overrides, data) in [
-        ("ono", "elasticity", "n_layers = 1\nn_hidden = 8\nn_head = 2\npsi_dim = 4", UNIT),
+        (
+            "ono",
+            "elasticity",
+            "n_layers = 1\nn_hidden = 8\nn_head = 2\npsi_dim = 4",
+            UNIT,
+        ),
         (
             "transolver",
             "elasticity",
@@ -60,10 +65,20 @@ fn point_cloud_architectures_train_one_epoch_on_scattered_darcy() {
         // Not Geo-FNO: elas_geofno.py lifts the mesh alone (fc0 takes the 2 coordinates; fx may
         // hold only the 42-value geometry code), so a coefficient at the points has no way in
         // and the forward refuses fun_dim 1.
-        ("ffno", "elasticity", "n_hidden = 8\nmodes = 3\nn_layers = 2", UNIT),
+        (
+            "ffno",
+            "elasticity",
+            "n_hidden = 8\nmodes = 3\nn_layers = 2",
+            UNIT,
+        ),
         // The latent grid is padded to 16 × 16, so U-FNO's and LSM's U-Nets reach a one-cell
         // level, whose BatchNorm needs the whole split as one batch (lsm_epochs.rs).
-        ("ufno", "elasticity", "n_hidden = 2\nmodes = 3\nlatent = [16, 16]", UNIT),
+        (
+            "ufno",
+            "elasticity",
+            "n_hidden = 2\nmodes = 3\nlatent = [16, 16]",
+            UNIT,
+        ),
         (
             "lsm",
             "elasticity",
@@ -84,7 +99,10 @@ fn point_cloud_architectures_train_one_epoch_on_scattered_darcy() {
             &file,
             4,
         );
-        eprintln!("{arch}: test error after one epoch {:.4}", s.final_test.unwrap());
+        eprintln!(
+            "{arch}: test error after one epoch {:.4}",
+            s.final_test.unwrap()
+        );
         let _ = std::fs::remove_dir_all(run);
     }
     let _ = std::fs::remove_dir_all(&dir);

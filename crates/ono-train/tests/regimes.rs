@@ -190,7 +190,9 @@ fn train_steps_train_on_the_first_frames_and_test_on_all() {
                 let input = ono_models::ModelInput::new(&pos, &window);
                 let f = tr.model().forward(&input, true).unwrap();
                 let yt = ds.train.y.select(3, t);
-                let num = (&f - &yt).reshape([12, -1]).norm_scalaropt_dim(2, [1], false);
+                let num = (&f - &yt)
+                    .reshape([12, -1])
+                    .norm_scalaropt_dim(2, [1], false);
                 let den = yt.reshape([12, -1]).norm_scalaropt_dim(2, [1], false);
                 sum += (num / den).sum(Kind::Double).double_value(&[]);
                 window = Tensor::cat(&[window.narrow(2, 1, 2), yt], 2);
@@ -276,7 +278,12 @@ fn per_time_step_training_covers_every_step() {
     )
     .unwrap();
     short.run(&Progress::Quiet).unwrap();
-    assert!(short.state().optimizer.steps.values().all(|&s| s == 2 * 2 * 2));
+    assert!(short
+        .state()
+        .optimizer
+        .steps
+        .values()
+        .all(|&s| s == 2 * 2 * 2));
     let h = short.state().history.last().unwrap();
     assert_eq!(h.test_per_step.len(), 5);
     let (p, _) =

@@ -52,7 +52,12 @@ pub fn one_epoch(e: &Epoch<'_>) -> (Summary, PathBuf) {
 /// [`one_epoch`] on a dataset file of `ntrain` training samples instead of the miniature files;
 /// `e.benchmark` only names the run (the benchmark the file stands in for).
 pub fn one_epoch_on_file(e: &Epoch<'_>, file: &Path, ntrain: usize) -> (Summary, PathBuf) {
-    let dir = temp_dir(&format!("{}-{}-file-{}", e.arch, e.preset, e.benchmark.name()));
+    let dir = temp_dir(&format!(
+        "{}-{}-file-{}",
+        e.arch,
+        e.preset,
+        e.benchmark.name()
+    ));
     run_epoch(e, dir, &format!("path = \"{}\"", file.display()), ntrain)
 }
 
