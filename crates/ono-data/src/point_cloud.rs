@@ -625,10 +625,11 @@ pub fn scatter_grid(ds: &TensorDataset, points: i64, seed: u64) -> Result<Tensor
         for i in 0..s as u64 {
             // Keyed by mix(seed, i), not seed: independent of the generator's own stream i.
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(seed, first + i));
-            let mut pick: Vec<i64> = rand::seq::index::sample(&mut rng, n as usize, points as usize)
-                .into_iter()
-                .map(|c| c as i64)
-                .collect();
+            let mut pick: Vec<i64> =
+                rand::seq::index::sample(&mut rng, n as usize, points as usize)
+                    .into_iter()
+                    .map(|c| c as i64)
+                    .collect();
             pick.sort_unstable();
             cells.extend(pick);
         }
@@ -636,7 +637,9 @@ pub fn scatter_grid(ds: &TensorDataset, points: i64, seed: u64) -> Result<Tensor
         // (S, points) → the index of `t`'s gather along the point axis.
         let at = |t: &Tensor| -> Result<Tensor> {
             let t = t.f_expand(
-                [s].into_iter().chain(t.size()[1..].iter().copied()).collect::<Vec<_>>(),
+                [s].into_iter()
+                    .chain(t.size()[1..].iter().copied())
+                    .collect::<Vec<_>>(),
                 false,
             )?;
             let mut shape = t.size();
@@ -711,7 +714,10 @@ mod tests {
                 let (s, j) = (s as i64, j as i64);
                 assert_eq!(ds.train.fx.double_value(&[s, j, 0]), k as f64);
                 assert_eq!(ds.train.y.double_value(&[s, j, 0, 0]), 10.0 * k as f64);
-                assert_eq!(ds.train.y.double_value(&[s, j, 0, 1]), 10.0 * k as f64 + 1.0);
+                assert_eq!(
+                    ds.train.y.double_value(&[s, j, 0, 1]),
+                    10.0 * k as f64 + 1.0
+                );
             }
         }
         assert!(train.iter().any(|c| c != &train[0]), "{train:?}");
@@ -719,7 +725,10 @@ mod tests {
         let other = scatter_grid(&grid_data(2, 6), 5, 7).unwrap();
         let all = |d: &TensorDataset| [cells(&d.train), cells(&d.test)].concat();
         assert_eq!(all(&ds), all(&other));
-        assert_ne!(all(&ds), all(&scatter_grid(&grid_data(5, 3), 5, 8).unwrap()));
+        assert_ne!(
+            all(&ds),
+            all(&scatter_grid(&grid_data(5, 3), 5, 8).unwrap())
+        );
         // Every cell: the grid in its order, in every sample.
         let whole = scatter_grid(&grid_data(2, 1), 12, 0).unwrap();
         assert!(cells(&whole.test)[0].iter().copied().eq(0..12));
@@ -728,7 +737,9 @@ mod tests {
     #[test]
     fn scatter_grid_refuses_bad_counts_and_non_grid_data() {
         for p in [0, 13, -1] {
-            let e = scatter_grid(&grid_data(2, 1), p, 0).unwrap_err().to_string();
+            let e = scatter_grid(&grid_data(2, 1), p, 0)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("points") && e.contains("[1, 12]"), "{e}");
         }
         let mut ds = grid_data(2, 1);

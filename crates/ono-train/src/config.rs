@@ -160,6 +160,11 @@ pub struct DataSection {
     /// prediction.
     #[serde(default = "yes")]
     pub teacher_forcing: bool,
+    /// Time extrapolation (ONO's `time_gen.py`): the training targets keep only their first
+    /// `train_steps` time steps, the test targets all T, so evaluation rolls out past the
+    /// horizon seen in training. Time series only (autoregressive or per time step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_steps: Option<i64>,
 }
 
 fn yes() -> bool {
@@ -497,6 +502,7 @@ impl TrainConfig {
         for (k, v) in [
             ("data.ntrain", self.data.ntrain),
             ("data.ntest", self.data.ntest),
+            ("data.train_steps", self.data.train_steps),
         ] {
             if matches!(v, Some(n) if n <= 0) {
                 return Err(Error::config(k, "must be positive"));

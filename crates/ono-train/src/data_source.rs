@@ -121,20 +121,26 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
     } else {
         dataset
     };
+    let regime = d
+        .regime
+        .or(recipe.as_ref().map(|r| r.regime))
+        .unwrap_or_default();
+    let normalize_y = d
+        .normalize_y
+        .or(recipe.as_ref().map(|r| r.normalize_y))
+        .unwrap_or_default();
+    let dataset = match d.train_steps {
+        Some(k) => first_train_steps(dataset, k, regime, normalize_y)?,
+        None => dataset,
+    };
     Ok(ResolvedData {
         dataset,
-        regime: d
-            .regime
-            .or(recipe.as_ref().map(|r| r.regime))
-            .unwrap_or_default(),
+        regime,
         normalize_x: d
             .normalize_x
             .or(recipe.as_ref().map(|r| r.normalize_x))
             .unwrap_or_default(),
-        normalize_y: d
-            .normalize_y
-            .or(recipe.as_ref().map(|r| r.normalize_y))
-            .unwrap_or_default(),
+        normalize_y,
         derivative_alpha: loss
             .derivative_alpha
             .or(recipe.as_ref().map(|r| r.derivative_alpha))
@@ -148,6 +154,48 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
             .or(recipe.as_ref().map(|r| r.h1_gamma))
             .unwrap_or(0.0),
     })
+}
+
+/// `data.train_steps`: the training targets cut to their first `k` time steps (the last axis);
+/// the test targets keep all T.
+fn first_train_steps(
+    mut ds: TensorDataset,
+    k: i64,
+    regime: Regime,
+    normalize_y: NormalizerKind,
+) -> Result<TensorDataset> {
+    let bad = |msg: String| Err(Error::config("data.train_steps", msg));
+    let y = ds.train.y.size();
+    match regime {
+        Regime::Autoregressive | Regime::PerTimeStep => {}
+        Regime::Steady => {
+            return bad("needs time-series targets and regime (autoregressive or per_time_step); the data are fed as steady".into())
+        }
+        // FNO-3D's time axis is a grid axis of the volume it maps: a shorter volume in training
+        // is another grid, not an earlier horizon.
+        Regime::SpaceTime => {
+            return bad("space_time maps the whole time axis at once; use autoregressive or per_time_step".into())
+        }
+    }
+    if y.len() != 4 {
+        return bad(format!(
+            "needs targets with a time axis (S, N, C, T), got {y:?}"
+        ));
+    }
+    if k < 1 || k > y[3] {
+        return bad(format!(
+            "must be in [1, {}] (the targets' time steps), got {k}",
+            y[3]
+        ));
+    }
+    // Per-step target statistics fitted on k steps would not cover the steps after them.
+    if normalize_y != NormalizerKind::None {
+        return bad(format!(
+            "takes no target normalizer (data.normalize_y is {normalize_y:?}): its statistics per time step would be fitted on the first {k} steps only"
+        ));
+    }
+    ds.train.y = ds.train.y.f_narrow(3, 0, k)?;
+    Ok(ds)
 }
 
 /// `data.fx_as_function`: each split's input function at the points becomes an input function on

@@ -113,9 +113,8 @@ pub fn normalized(
 /// Padding rows of samples of different sizes count neither in the mean nor in the error.
 pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
     let (train, test) = (&ds.train, &ds.test);
-    let host = |t: &Tensor| -> Result<Tensor> {
-        Ok(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?)
-    };
+    let host =
+        |t: &Tensor| -> Result<Tensor> { Ok(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?) };
     let (y, truth) = (host(&train.y)?, host(&test.y)?);
     if y.size()[2..] != truth.size()[2..] {
         return Err(Error::Data(format!(
@@ -145,7 +144,8 @@ pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
                 shape.resize(y.dim(), 1);
                 let m = m.f_view(shape.as_slice())?;
                 (
-                    y.f_mul(&m)?.f_sum_dim_intlist(&[0i64, 1][..], true, Kind::Double)?,
+                    y.f_mul(&m)?
+                        .f_sum_dim_intlist(&[0i64, 1][..], true, Kind::Double)?,
                     m.f_sum(Kind::Double)?,
                 )
             }
@@ -205,7 +205,11 @@ mod tests {
         // Per-sample positions that differ: the constant 2.5 against (2, 4).
         let moved = t(&[0.0, 1.0, 0.5, 0.7], &[2, 2, 1]);
         let train = Split::new(fx(2), t(&[1.0, 2.0, 3.0, 4.0], &[2, 2, 1]), moved);
-        let test = Split::new(fx(1), t(&[2.0, 4.0], &[1, 2, 1]), t(&[0.1, 0.2], &[1, 2, 1]));
+        let test = Split::new(
+            fx(1),
+            t(&[2.0, 4.0], &[1, 2, 1]),
+            t(&[0.1, 0.2], &[1, 2, 1]),
+        );
         let want = (0.25f64 + 2.25).sqrt() / 20f64.sqrt();
         let got = mean_field_error(&dataset(train, test)).unwrap();
         assert!((got - want).abs() < 1e-14, "{got} vs {want}");
@@ -231,7 +235,9 @@ mod tests {
         // An all-zero test sample has no relative error.
         let train = Split::new(fx(1), t(&[1.0, 2.0], &[1, 2, 1]), pos.copy());
         let test = Split::new(fx(1), t(&[0.0, 0.0], &[1, 2, 1]), pos);
-        let e = mean_field_error(&dataset(train, test)).unwrap_err().to_string();
+        let e = mean_field_error(&dataset(train, test))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("all zeros"), "{e}");
     }
 }

@@ -55,7 +55,7 @@ impl Trainer {
             };
             self.regime
                 .ops()
-                .predict(d, &crate::decoder::Points::of(&batch), self.time_steps)?
+                .predict(d, &crate::decoder::Points::of(&batch), self.test_steps)?
         };
         // First channel (and last time step) of each field, raw input values.
         let last = |t: &Tensor| -> Result<Tensor> {

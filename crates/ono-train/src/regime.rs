@@ -158,7 +158,10 @@ impl RegimeOps for PerTimeStep {
         let perms = Tensor::from_slice(&perms)
             .f_view([b, t])?
             .f_to_device(device)?;
-        let times = time_grid(t, batch.fx.kind(), device)?;
+        // The first t of the time values evaluation uses, so that a step means the same time
+        // when training sees only the first steps (data.train_steps).
+        let times =
+            time_grid(runner.time_axis.max(t), batch.fx.kind(), device)?.f_narrow(0, 0, t)?;
         let (n, c) = (batch.y.size()[1], batch.y.size()[2]);
         for k in 0..t {
             let tk = perms.f_select(1, k)?;

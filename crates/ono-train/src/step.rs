@@ -147,7 +147,11 @@ pub(crate) struct StepRunner<'a> {
     pub loss: LossSpec,
     pub recompute: bool,
     pub teacher_forcing: bool,
+    /// Time steps of the batch's targets.
     pub time_steps: i64,
+    /// T of the time values linspace(0, 1, T) (the test targets' steps: more than
+    /// `time_steps` when training sees only the first steps).
+    pub time_axis: i64,
     pub seed: u64,
     /// The global step of this batch.
     pub step: u64,

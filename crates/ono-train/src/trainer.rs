@@ -68,7 +68,10 @@ pub struct Trainer {
     pub(crate) state: TrainState,
     pub(crate) paths: RunPaths,
     steps_per_epoch: u64,
+    /// Time steps of the training targets (0 when steady).
     pub(crate) time_steps: i64,
+    /// Time steps of the test targets: more than `time_steps` with `data.train_steps`.
+    pub(crate) test_steps: i64,
     pub(crate) regime: Regime,
     loss: LossSpec,
     resumed_at: u64,
@@ -128,6 +131,7 @@ impl Trainer {
         let (train, test) = (data.train, data.test);
         let ysz = train.y.size();
         let time_steps = if ysz.len() == 4 { ysz[3] } else { 0 };
+        let test_steps = test.y.size().get(3).copied().unwrap_or(0);
         match (regime.is_time_series(), ysz.len()) {
             (false, 3) | (true, 4) => {}
             _ => {
@@ -320,6 +324,7 @@ impl Trainer {
             paths,
             steps_per_epoch,
             time_steps,
+            test_steps,
             regime,
             loss: loss_spec,
             resumed_at,
@@ -340,6 +345,17 @@ impl Trainer {
     /// The run state.
     pub fn state(&self) -> &TrainState {
         &self.state
+    }
+
+    /// The training split as the steps see it (inputs normalized, on the device; the targets
+    /// raw, cut to `data.train_steps` time steps when set).
+    pub fn train_split(&self) -> &Split {
+        &self.train
+    }
+
+    /// The test split, prepared the same way.
+    pub fn test_split(&self) -> &Split {
+        &self.test
     }
 
     /// Batches per epoch.
@@ -515,6 +531,7 @@ impl Trainer {
             recompute: self.cfg.recompute,
             teacher_forcing: self.cfg.data.teacher_forcing,
             time_steps: self.time_steps,
+            time_axis: self.test_steps,
             seed: self.cfg.seed,
             step,
             pending: &mut self.pending,
@@ -565,7 +582,7 @@ impl Trainer {
             self.regime,
             self.grid.as_deref(),
             self.cfg.batch_size,
-            self.time_steps,
+            self.test_steps,
         )
     }
 

@@ -157,6 +157,82 @@ fn autoregressive_training_and_free_rollout() {
     assert!(e.contains("data.regime"), "{e}");
 }
 
+/// `data.train_steps` (ONO's `time_gen.py`): training sees the first 2 of the 4 target frames,
+/// evaluation rolls out all 4.
+#[test]
+fn train_steps_train_on_the_first_frames_and_test_on_all() {
+    let _rng = ono_testing::torch_rng_lock();
+    ono_testing::init();
+    tch::manual_seed(0);
+    let dir = temp_dir("extrapolate");
+    wave_dataset(&dir.join("wave.safetensors"), 12, 32, 3, 4);
+    let mut cfg = config(
+        &dir,
+        "wave.safetensors",
+        "run",
+        "regime = \"autoregressive\"\ntrain_steps = 2",
+    );
+    // One batch of every sample: the epoch's training loss is the untrained model's loss.
+    cfg.epochs = 1;
+    cfg.batch_size = 12;
+    let mut tr = Trainer::new(cfg, false).unwrap();
+    assert_eq!(tr.train_split().y.size(), [12, 32, 1, 2]);
+    assert_eq!(tr.test_split().y.size(), [4, 32, 1, 4]);
+    // Σ_b Σ_t relL2 of a teacher-forced rollout over `steps` frames, by hand, before the step.
+    let rollout_loss = |steps: i64| -> f64 {
+        let split = tr.train_split();
+        let ds = TensorDataset::read(&dir.join("wave.safetensors")).unwrap();
+        let pos = split.pos.expand([12, -1, -1], false);
+        let mut window = split.fx.shallow_clone();
+        let mut sum = 0.0;
+        tch::no_grad(|| {
+            for t in 0..steps {
+                let input = ono_models::ModelInput::new(&pos, &window);
+                let f = tr.model().forward(&input, true).unwrap();
+                let yt = ds.train.y.select(3, t);
+                let num = (&f - &yt)
+                    .reshape([12, -1])
+                    .norm_scalaropt_dim(2, [1], false);
+                let den = yt.reshape([12, -1]).norm_scalaropt_dim(2, [1], false);
+                sum += (num / den).sum(Kind::Double).double_value(&[]);
+                window = Tensor::cat(&[window.narrow(2, 1, 2), yt], 2);
+            }
+        });
+        sum / 12.0
+    };
+    let (two, four) = (rollout_loss(2), rollout_loss(4));
+    tr.run(&Progress::Quiet).unwrap();
+    let last = tr.state().history.last().unwrap();
+    assert!(
+        (last.train_loss - two).abs() < 1e-5 * two && (last.train_loss - four).abs() > 0.1 * two,
+        "train loss {} vs 2 frames {two}, 4 frames {four}",
+        last.train_loss
+    );
+    assert_eq!(last.test_per_step.len(), 4);
+    let metrics = std::fs::read_to_string(dir.join("run/metrics.jsonl")).unwrap();
+    let line: serde_json::Value = serde_json::from_str(metrics.lines().last().unwrap()).unwrap();
+    assert_eq!(line["test_per_step"].as_array().unwrap().len(), 4);
+
+    // Refused, by key: beyond T, below 1, in the steady regime, in the space-time regime.
+    for (extra, want) in [
+        ("regime = \"autoregressive\"\ntrain_steps = 5", "[1, 4]"),
+        ("regime = \"space_time\"\ntrain_steps = 2", "space_time"),
+        ("train_steps = 2", "steady"),
+    ] {
+        let e = Trainer::new(config(&dir, "wave.safetensors", "bad", extra), false)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("data.train_steps") && e.contains(want), "{e}");
+    }
+    let text = format!(
+        "epochs = 1\nbatch_size = 1\noutput_dir = \"x\"\n[model]\n[data]\npath = \"{}\"\ntrain_steps = 0",
+        dir.join("wave.safetensors").display()
+    );
+    let e = TrainConfig::from_toml(&text).unwrap_err().to_string();
+    assert!(e.contains("data.train_steps"), "{e}");
+}
+
 #[test]
 fn per_time_step_training_covers_every_step() {
     let _rng = ono_testing::torch_rng_lock();
@@ -190,6 +266,26 @@ fn per_time_step_training_covers_every_step() {
     );
     let last = tr.state().history.last().unwrap();
     assert_eq!(last.test_per_step.len(), 5);
+    // Training on the first 2 of the 5 steps: 2 AdamW steps per batch, 5 test steps.
+    let mut short = Trainer::new(
+        config(
+            &dir,
+            "pla.safetensors",
+            "short",
+            "regime = \"per_time_step\"\nnormalize_x = \"unit\"\ntrain_steps = 2",
+        ),
+        false,
+    )
+    .unwrap();
+    short.run(&Progress::Quiet).unwrap();
+    assert!(short
+        .state()
+        .optimizer
+        .steps
+        .values()
+        .all(|&s| s == 2 * 2 * 2));
+    let h = short.state().history.last().unwrap();
+    assert_eq!(h.test_per_step.len(), 5);
     let (p, _) =
         Predictor::from_checkpoint(&dir.join("run/checkpoints/last.safetensors"), Device::Cpu)
             .unwrap();

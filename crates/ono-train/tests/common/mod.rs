@@ -1,8 +1,9 @@
-//! What the epoch tests share: one epoch of an architecture on a miniature benchmark.
+//! What the epoch tests share: one epoch of an architecture on a miniature benchmark or a
+//! dataset file.
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
@@ -36,10 +37,34 @@ pub struct Epoch<'a> {
 /// error, and returns the summary and the run's folder.
 pub fn one_epoch(e: &Epoch<'_>) -> (Summary, PathBuf) {
     let b = e.benchmark;
-    let tag = format!("{}-{}-{}", e.arch, e.preset, b.name());
-    let dir = temp_dir(&tag);
+    let dir = temp_dir(&format!("{}-{}-{}", e.arch, e.preset, b.name()));
     let m = miniature::write(b, &dir.join("data")).unwrap();
-    let batch = e.batch.unwrap_or(m.ntrain);
+    let source = format!(
+        "benchmark = \"{}\"\ndata_dir = \"{}\"\nlayout = \"fno\"\nntrain = {}\nntest = {}",
+        b.name(),
+        dir.join("data").display(),
+        m.ntrain,
+        m.ntest
+    );
+    run_epoch(e, dir, &source, m.ntrain)
+}
+
+/// [`one_epoch`] on a dataset file of `ntrain` training samples instead of the miniature files;
+/// `e.benchmark` only names the run (the benchmark the file stands in for).
+pub fn one_epoch_on_file(e: &Epoch<'_>, file: &Path, ntrain: usize) -> (Summary, PathBuf) {
+    let dir = temp_dir(&format!(
+        "{}-{}-file-{}",
+        e.arch,
+        e.preset,
+        e.benchmark.name()
+    ));
+    run_epoch(e, dir, &format!("path = \"{}\"", file.display()), ntrain)
+}
+
+/// One epoch of `e` in `dir` on the data of the `[data]` lines `source`.
+fn run_epoch(e: &Epoch<'_>, dir: PathBuf, source: &str, ntrain: usize) -> (Summary, PathBuf) {
+    let tag = dir.file_name().unwrap().to_string_lossy().to_string();
+    let batch = e.batch.unwrap_or(ntrain);
     let text = format!(
         r#"
 epochs = 1
@@ -54,11 +79,7 @@ preset = "{preset}"
 {overrides}
 
 [data]
-benchmark = "{name}"
-data_dir = "{data}"
-layout = "fno"
-ntrain = {ntrain}
-ntest = {ntest}
+{source}
 {extra}
 
 {recipe}
@@ -72,17 +93,13 @@ panels = 1
         extra = e.data,
         recipe = e.recipe,
         out = dir.join("run").display(),
-        name = b.name(),
-        data = dir.join("data").display(),
-        ntrain = m.ntrain,
-        ntest = m.ntest,
     );
     let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|err| panic!("{tag}: {err}"));
     let mut tr = Trainer::new(cfg, false).unwrap_or_else(|err| panic!("{tag}: {err}"));
     let s = tr
         .run(&Progress::Quiet)
         .unwrap_or_else(|err| panic!("{tag}: {err}"));
-    assert_eq!(s.steps, m.ntrain.div_ceil(batch) as u64, "{tag}");
+    assert_eq!(s.steps, ntrain.div_ceil(batch) as u64, "{tag}");
     let err = s.final_test.unwrap();
     assert!(err.is_finite() && err > 0.0, "{tag}: {err}");
     (s, dir)
