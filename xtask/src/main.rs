@@ -25,13 +25,6 @@ const SYSTEM_PACKAGES: &[system::Package] = &[system::Package {
     why: "LAPACK for the ndarray-linalg f64 test oracles",
 }];
 
-/// Installed only when the `hdf5` feature of ono-data (MATLAB v7.3 reader) is asked for, by
-/// `cargo xtask test ... --features hdf5` or `ONO_HDF5=1`: the default build does not link it.
-const HDF5_PACKAGE: system::Package = system::Package {
-    name: "libhdf5-dev",
-    why: "libhdf5 for the MATLAB v7.3 reader (ono-data feature `hdf5`)",
-};
-
 #[derive(Parser)]
 #[command(
     name = "cargo xtask",
@@ -46,13 +39,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Install or find libtorch and the system packages; print what was found or installed.
-    ///
-    /// `ONO_HDF5=1` adds libhdf5 (for ono-data's `hdf5` feature) here and in `env`.
     Setup,
     /// Set up, then run `cargo test --workspace` with one torch thread per test process.
     ///
     /// Extra arguments go to `cargo test` (e.g. `cargo xtask test -p ono-kernels -- cholesky`).
-    /// A feature list naming `hdf5` (`-p ono-data --features hdf5`) also installs libhdf5.
     Test {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
@@ -92,12 +82,12 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Cmd::Setup => {
-            let env = setup(hdf5_from_env())?;
+            let env = setup()?;
             env.describe();
             Ok(())
         }
         Cmd::Test { args } => {
-            let env = setup(hdf5_from_env() || asks_for_hdf5(&args))?;
+            let env = setup()?;
             let mut cmd = cargo(&env);
             cmd.arg("test");
             // The whole workspace unless the caller picked packages.
@@ -124,7 +114,7 @@ fn main() -> Result<()> {
             filter,
             criterion_args,
         } => {
-            let env = setup(hdf5_from_env())?;
+            let env = setup()?;
             let mut cmd = cargo(&env);
             cmd.args(["bench", "-p", "ono-benches", "--"]);
             cmd.args(filter).args(criterion_args);
@@ -137,14 +127,14 @@ fn main() -> Result<()> {
         }
         Cmd::Env => {
             // Progress goes to stderr, so only the exports reach `eval`.
-            let env = setup(hdf5_from_env())?;
+            let env = setup()?;
             print!("{}", env.shell_exports());
             Ok(())
         }
         Cmd::Data {
             command: DataCmd::Gen { args },
         } => {
-            let env = setup(hdf5_from_env())?;
+            let env = setup()?;
             let mut cmd = cargo(&env);
             cmd.args([
                 "run",
@@ -168,47 +158,16 @@ fn workspace_root() -> std::path::PathBuf {
     xtask.parent().unwrap_or(xtask).to_path_buf()
 }
 
-/// Installs or finds everything the workspace needs (and libhdf5 if `hdf5`). Progress goes to
-/// stderr.
-fn setup(hdf5: bool) -> Result<TorchEnv> {
+/// Installs or finds everything the workspace needs. Progress goes to stderr.
+fn setup() -> Result<TorchEnv> {
     let start = Instant::now();
     system::ensure(SYSTEM_PACKAGES)?;
-    if hdf5 {
-        system::ensure(&[HDF5_PACKAGE])?;
-    }
     let env = torch::bootstrap()?;
     torch::say(format!(
         "setup done in {:.1} s",
         start.elapsed().as_secs_f64()
     ));
     Ok(env)
-}
-
-/// `ONO_HDF5=1` (or any value but empty/`0`) asks for libhdf5.
-fn hdf5_from_env() -> bool {
-    std::env::var("ONO_HDF5").is_ok_and(|v| !v.is_empty() && v != "0")
-}
-
-/// Whether cargo arguments turn on a feature named `hdf5` (`--features hdf5`, `-F a,hdf5`,
-/// `--features=ono-data/hdf5`) or all features.
-fn asks_for_hdf5(args: &[OsString]) -> bool {
-    let args: Vec<String> = args
-        .iter()
-        .take_while(|a| *a != "--") // what follows `--` goes to the test binaries
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    let names_hdf5 = |list: &str| {
-        list.split([',', ' '])
-            .any(|f| f.rsplit('/').next() == Some("hdf5"))
-    };
-    args.iter().enumerate().any(|(i, a)| match a.as_str() {
-        "--all-features" => true,
-        "--features" | "-F" => args.get(i + 1).is_some_and(|l| names_hdf5(l)),
-        _ => a
-            .strip_prefix("--features=")
-            .or_else(|| a.strip_prefix("-F"))
-            .is_some_and(names_hdf5),
-    })
 }
 
 /// A `cargo` command with the libtorch environment applied.
@@ -253,24 +212,4 @@ fn run(mut cmd: Command) -> Result<()> {
         bail!("command failed ({status}): {shown}");
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::asks_for_hdf5;
-
-    #[test]
-    fn hdf5_is_asked_for_only_through_features() {
-        let asks =
-            |args: &[&str]| asks_for_hdf5(&args.iter().map(|a| a.into()).collect::<Vec<_>>());
-        assert!(asks(&["-p", "ono-data", "--features", "hdf5"]));
-        assert!(asks(&["--features=ono-data/hdf5"]));
-        assert!(asks(&["-F", "a,hdf5"]));
-        assert!(asks(&["-Fhdf5"]));
-        assert!(asks(&["--all-features"]));
-        assert!(!asks(&[]));
-        assert!(!asks(&["-p", "ono-data", "hdf5"]));
-        assert!(!asks(&["--features", "hdf5x"]));
-        assert!(!asks(&["--", "--features", "hdf5"]));
-    }
 }

@@ -136,8 +136,7 @@ fn zip_kind(path: &Path) -> Format {
 /// Reads the arrays of any supported file (see [`Format`]), detected by [`sniff`]. `names`
 /// selects arrays (each must be there; result in the order of `names`); `None` reads all that
 /// the format's reader returns by default. A single `.npy` is one array named after the file
-/// stem. MATLAB v7.3 / HDF5 files need the `hdf5` feature; without it they are refused with a
-/// message saying so.
+/// stem.
 pub fn read_any(path: &Path, names: Option<&[&str]>) -> Result<Vec<NamedArray>> {
     let format = sniff(path)?;
     match format {
@@ -150,23 +149,12 @@ pub fn read_any(path: &Path, names: Option<&[&str]>) -> Result<Vec<NamedArray>> 
     }
 }
 
-#[cfg(feature = "hdf5")]
 fn read_hdf5(path: &Path, names: Option<&[&str]>, format: Format) -> Result<Vec<NamedArray>> {
     if format == Format::Mat73 {
         super::hdf5_mat::read_mat73(path, names)
     } else {
         super::hdf5_mat::read_hdf5(path, names)
     }
-}
-
-#[cfg(not(feature = "hdf5"))]
-fn read_hdf5(path: &Path, _names: Option<&[&str]>, _format: Format) -> Result<Vec<NamedArray>> {
-    Err(format_error(
-        path,
-        "MATLAB v7.3 / HDF5 file: this build of ono-data has no HDF5 reader; build it with the \
-         `hdf5` feature (`cargo xtask test -p ono-data --features hdf5` installs libhdf5), or \
-         re-save the file with MATLAB `save -v7` or convert it to .npz",
-    ))
 }
 
 /// `arrays` restricted to `names` (in that order, each once); a missing name is an error.

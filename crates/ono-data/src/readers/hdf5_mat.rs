@@ -1,5 +1,5 @@
-//! MATLAB v7.3 MAT-files (HDF5 with a 512-byte user block holding the MAT header), through the
-//! system libhdf5 (`hdf5-metno`; feature `hdf5`).
+//! MATLAB v7.3 MAT-files (HDF5 with a 512-byte user block holding the MAT header), read in pure
+//! Rust (`hdf5-pure`; why this crate and not libhdf5: docs/data.md).
 //!
 //! MATLAB writes an array of dims `[d0, …, dk]` as an HDF5 dataset of shape `[dk, …, d0]` whose
 //! C-order data are MATLAB's column-major data. So the dataset's shape is reversed and the data
@@ -12,12 +12,12 @@
 //! skipped when all variables are read and refused when asked for by name. `#refs#` and
 //! `#subsystem#` (MATLAB's internal groups) are never variables.
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use hdf5::types::{FixedAscii, FloatSize, IntSize, TypeDescriptor, VarLenAscii};
-use hdf5::LocationType;
-use hdf5_metno as hdf5;
+use hdf5_pure::{AttrValue, DType};
 
+use super::mat_v5::MEMORY_PATH;
 use super::npy::{format_error, io_error};
 use crate::array::{ArrayData, NamedArray};
 use crate::Result;
@@ -38,6 +38,16 @@ pub fn read_hdf5(path: &Path, names: Option<&[&str]>) -> Result<Vec<NamedArray>>
     read(path, names, Order::ByAttribute)
 }
 
+/// [`read_mat73`] of an in-memory file (errors name the path `<memory>`).
+pub fn parse_mat73(bytes: Vec<u8>, names: Option<&[&str]>) -> Result<Vec<NamedArray>> {
+    parse(bytes, Path::new(MEMORY_PATH), names, Order::Matlab)
+}
+
+/// [`read_hdf5`] of an in-memory file (errors name the path `<memory>`).
+pub fn parse_hdf5(bytes: Vec<u8>, names: Option<&[&str]>) -> Result<Vec<NamedArray>> {
+    parse(bytes, Path::new(MEMORY_PATH), names, Order::ByAttribute)
+}
+
 #[derive(Clone, Copy, PartialEq)]
 enum Order {
     /// Every dataset was written by MATLAB: reverse the axes.
@@ -47,39 +57,77 @@ enum Order {
 }
 
 fn read(path: &Path, names: Option<&[&str]>, order: Order) -> Result<Vec<NamedArray>> {
-    let file_len = std::fs::metadata(path)
-        .map_err(|source| io_error(path, source))?
-        .len();
-    let h5err = |e: hdf5::Error| format_error(path, format!("HDF5: {e}"));
-    let file = hdf5::File::open(path).map_err(h5err)?;
-    let members: Vec<String> = file
-        .member_names()
-        .map_err(h5err)?
-        .into_iter()
+    // The whole file in memory (a compressed v7.3 file is smaller than its arrays): one code path
+    // with `parse_mat73`, which the fuzz target drives.
+    let bytes = std::fs::read(path).map_err(|source| io_error(path, source))?;
+    parse(bytes, path, names, order)
+}
+
+fn parse(
+    bytes: Vec<u8>,
+    path: &Path,
+    names: Option<&[&str]>,
+    order: Order,
+) -> Result<Vec<NamedArray>> {
+    let h5err = |e: hdf5_pure::Error| format_error(path, format!("HDF5: {e}"));
+    let file_len = bytes.len() as u64;
+    let file = hdf5_pure::File::from_bytes(bytes).map_err(h5err)?;
+    // libhdf5 refuses a file shorter than its superblock's end-of-file address (which counts the
+    // user block); so do we, or a truncated file could read as one whose missing chunks hold the
+    // fill value.
+    let eof = file.superblock().eof_address;
+    if eof > file_len {
+        return Err(format_error(
+            path,
+            format!("truncated HDF5 file: {file_len} bytes, its superblock says {eof}"),
+        ));
+    }
+    let root = file.root();
+    let datasets = root.datasets().map_err(h5err)?;
+    let groups = root.groups().map_err(h5err)?;
+    // By name, the order in which libhdf5 listed them (and the fixtures' records expect).
+    let mut members: Vec<&String> = datasets
+        .iter()
+        .chain(&groups)
         .filter(|n| !n.starts_with('#'))
         .collect();
-    let wanted: Vec<String> = match names {
+    members.sort();
+    members.dedup();
+    let wanted: Vec<&str> = match names {
         Some(ns) => {
-            let mut once: Vec<String> = Vec::with_capacity(ns.len());
-            for n in ns {
-                if !members.iter().any(|m| m == n) {
+            let mut once: Vec<&str> = Vec::with_capacity(ns.len());
+            for &n in ns {
+                if !members.iter().any(|m| *m == n) {
+                    let have: Vec<&str> = members.iter().map(|m| m.as_str()).collect();
                     return Err(format_error(
                         path,
-                        format!("no variable `{n}` (the file has {})", members.join(", ")),
+                        format!("no variable `{n}` (the file has {})", have.join(", ")),
                     ));
                 }
-                if !once.iter().any(|o| o == n) {
-                    once.push(n.to_string());
+                if !once.contains(&n) {
+                    once.push(n);
                 }
             }
             once
         }
-        None => members,
+        None => members.iter().map(|m| m.as_str()).collect(),
     };
     let mut out = Vec::with_capacity(wanted.len());
-    for name in &wanted {
-        let var = variable(&file, name, order, file_len)
-            .map_err(|msg| format_error(path, format!("variable `{name}`: {msg}")))?;
+    for name in wanted {
+        let var = if datasets.iter().any(|d| d == name) {
+            variable(&file, name, order, file_len)
+        } else {
+            let class = root
+                .group(name)
+                .ok()
+                .and_then(|g| g.attrs().ok())
+                .and_then(|a| class_of(&a));
+            Ok(Var::Unsupported(match class.as_deref() {
+                Some("struct") | None => "a struct (an HDF5 group)".into(),
+                Some(c) => format!("a MATLAB `{c}` stored as a group (sparse?)"),
+            }))
+        }
+        .map_err(|msg| format_error(path, format!("variable `{name}`: {msg}")))?;
         match var {
             Var::Array(a) => out.push(a),
             Var::Unsupported(what) if names.is_some() => {
@@ -101,25 +149,15 @@ enum Var {
 }
 
 fn variable(
-    file: &hdf5::File,
+    file: &hdf5_pure::File,
     name: &str,
     order: Order,
     file_len: u64,
 ) -> std::result::Result<Var, String> {
-    let err = |e: hdf5::Error| format!("HDF5: {e}");
-    match file.loc_type_by_name(name).map_err(err)? {
-        LocationType::Dataset => {}
-        LocationType::Group => {
-            let class = file.group(name).ok().and_then(|g| class_of(&g));
-            return Ok(Var::Unsupported(match class.as_deref() {
-                Some("struct") | None => "a struct (an HDF5 group)".into(),
-                Some(c) => format!("a MATLAB `{c}` stored as a group (sparse?)"),
-            }));
-        }
-        _ => return Ok(Var::Unsupported("not a dataset".into())),
-    }
+    let err = |e: hdf5_pure::Error| format!("HDF5: {e}");
     let ds = file.dataset(name).map_err(err)?;
-    let class = class_of(&ds);
+    let attrs = ds.attrs().map_err(err)?;
+    let class = class_of(&attrs);
     let matlab = order == Order::Matlab || class.is_some();
     match class.as_deref() {
         None
@@ -129,9 +167,22 @@ fn variable(
         ) => {}
         Some(other) => return Ok(Var::Unsupported(format!("of MATLAB class `{other}`"))),
     }
-    if ds.attr("MATLAB_empty").is_ok() {
+    let dtype = ds.dtype().map_err(err)?;
+    let elem_size = ds.element_size().map_err(err)?;
+    let h5_shape = ds.shape().map_err(err)?;
+    // The product of the non-zero dims must fit: then no partial product overflows, in
+    // whichever order the shape is multiplied out later (it is reversed below).
+    let dims_fit = |dims: &[u64]| {
+        dims.iter()
+            .filter(|&&d| d != 0)
+            .try_fold(elem_size.max(1), |acc, &d| acc.checked_mul(d))
+    };
+    if attrs.contains_key("MATLAB_empty") {
         // An empty MATLAB array is stored as its dims (uint64) with this flag.
-        let dims: Vec<u64> = ds.read_raw().map_err(err)?;
+        if dims_fit(&h5_shape).is_none_or(|b| b > file_len) {
+            return Err(format!("MATLAB_empty dataset of shape {h5_shape:?}"));
+        }
+        let dims: Vec<u64> = ds.read_u64().map_err(err)?;
         let shape: Vec<usize> = dims
             .iter()
             .map(|&d| usize::try_from(d).map_err(|_| "bad empty dims".to_string()))
@@ -144,72 +195,68 @@ fn variable(
             .map(Var::Array)
             .map_err(|e| e.to_string());
     }
-    let descriptor = ds.dtype().and_then(|t| t.to_descriptor()).map_err(err)?;
-    let elem_size = match &descriptor {
-        TypeDescriptor::Integer(s) | TypeDescriptor::Unsigned(s) => *s as u64,
-        TypeDescriptor::Float(s) => *s as u64,
-        TypeDescriptor::Boolean => 1,
-        TypeDescriptor::Compound(c) if c.fields.len() == 2 => {
+    match &dtype {
+        DType::Compound(fields) if fields.len() == 2 => {
             return Ok(Var::Unsupported("complex".into()))
         }
+        DType::F32 | DType::F64 | DType::I8 | DType::I16 | DType::I32 | DType::I64 => {}
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => {}
+        DType::Enum(members) if is_bool(members) && elem_size == 1 => {}
         other => return Ok(Var::Unsupported(format!("of HDF5 type {other}"))),
-    };
-    let h5_shape = ds.shape();
-    // The product of the non-zero dims must fit: then no partial product overflows, in
-    // whichever order the shape is multiplied out later (it is reversed below).
-    h5_shape
-        .iter()
-        .filter(|&&d| d != 0)
-        .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64))
-        .ok_or("shape overflows")?;
-    let n: u64 = h5_shape.iter().map(|&d| d as u64).product();
-    // The dataspace is untrusted metadata: before libhdf5 allocates `n` elements, check that the
-    // file can hold them (stored plainly, or deflated at most 1032:1).
+    }
+    // The dataspace and chunk dims are untrusted metadata: before the reader allocates them,
+    // check that the file can hold them (stored plainly, or deflated at most 1032:1).
     let bound = if ds.filters().is_empty() {
         file_len
     } else {
         file_len.saturating_mul(MAX_DEFLATE_RATIO)
     };
-    if n.checked_mul(elem_size).is_none_or(|b| b > bound) {
+    let n = h5_shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    let chunk = ds.chunk_shape().map_err(err)?;
+    let too_big = |dims: &[u64]| dims_fit(dims).is_none_or(|b| b > bound);
+    if n.is_none() || too_big(&h5_shape) || chunk.as_deref().is_some_and(too_big) {
         return Err(format!(
-            "dataset of shape {h5_shape:?} needs more bytes than the {file_len}-byte file can hold"
+            "dataset of shape {h5_shape:?} (chunks {chunk:?}) needs more bytes than the \
+             {file_len}-byte file can hold"
         ));
     }
-    let data = match descriptor {
-        TypeDescriptor::Float(FloatSize::U8) => ArrayData::F64(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Float(FloatSize::U4) => ArrayData::F32(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Integer(IntSize::U8) => ArrayData::I64(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Integer(IntSize::U4) => ArrayData::I32(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Integer(IntSize::U2) => ArrayData::I16(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Integer(IntSize::U1) => ArrayData::I8(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Unsigned(IntSize::U8) => ArrayData::U64(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Unsigned(IntSize::U4) => ArrayData::U32(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Unsigned(IntSize::U2) => ArrayData::U16(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Unsigned(IntSize::U1) => ArrayData::U8(ds.read_raw().map_err(err)?),
-        TypeDescriptor::Boolean => {
-            let v: Vec<bool> = ds.read_raw().map_err(err)?;
-            ArrayData::U8(v.into_iter().map(u8::from).collect())
-        }
-        other => return Ok(Var::Unsupported(format!("of HDF5 type {other}"))),
+    let data = match dtype {
+        DType::F64 => ArrayData::F64(ds.read_f64().map_err(err)?),
+        DType::F32 => ArrayData::F32(ds.read_f32().map_err(err)?),
+        DType::I64 => ArrayData::I64(ds.read_i64().map_err(err)?),
+        DType::I32 => ArrayData::I32(ds.read_i32().map_err(err)?),
+        DType::I16 => ArrayData::I16(ds.read_i16().map_err(err)?),
+        DType::I8 => ArrayData::I8(ds.read_i8().map_err(err)?),
+        DType::U64 => ArrayData::U64(ds.read_u64().map_err(err)?),
+        DType::U32 => ArrayData::U32(ds.read_u32().map_err(err)?),
+        DType::U16 => ArrayData::U16(ds.read_u16().map_err(err)?),
+        // uint8 and h5py's bool (an enum FALSE/TRUE over one byte).
+        _ => ArrayData::U8(ds.read_raw().map_err(err)?),
     };
+    let shape = h5_shape
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("dims {h5_shape:?} overflow usize")))
+        .collect::<std::result::Result<Vec<usize>, _>>()?;
     let built = if matlab {
-        let shape: Vec<usize> = h5_shape.iter().rev().copied().collect();
-        NamedArray::from_fortran(name, shape, data)
+        NamedArray::from_fortran(name, shape.into_iter().rev().collect(), data)
     } else {
-        NamedArray::new(name, h5_shape, data)
+        NamedArray::new(name, shape, data)
     };
     built.map(Var::Array).map_err(|e| e.to_string())
 }
 
-/// The `MATLAB_class` attribute (a short fixed- or variable-length ASCII string), if any.
-fn class_of(loc: &hdf5::Location) -> Option<String> {
-    let attr = loc.attr("MATLAB_class").ok()?;
-    if let Ok(s) = attr.read_scalar::<FixedAscii<64>>() {
-        return Some(s.as_str().trim_end_matches('\0').to_string());
-    }
-    attr.read_scalar::<VarLenAscii>()
-        .ok()
-        .map(|s| s.as_str().to_string())
+fn is_bool(members: &[String]) -> bool {
+    members.len() == 2 && members[0] == "FALSE" && members[1] == "TRUE"
+}
+
+/// The `MATLAB_class` attribute (a short ASCII string), if any.
+fn class_of(attrs: &HashMap<String, AttrValue>) -> Option<String> {
+    let s = match attrs.get("MATLAB_class")? {
+        AttrValue::AsciiString(s) | AttrValue::String(s) => s,
+        AttrValue::StringSized { value, .. } => value,
+        _ => return None,
+    };
+    Some(s.trim_end_matches('\0').to_string())
 }
 
 fn empty_of(class: &str) -> ArrayData {

@@ -76,7 +76,7 @@ const MAX_NAME_BYTES: u32 = 4096;
 /// Bytes of stored data converted per step, so a 1.4 GB variable never exists twice as raw bytes.
 const CHUNK_BYTES: usize = 1 << 16;
 /// Synthetic path of in-memory files in error messages.
-const MEMORY_PATH: &str = "<memory>";
+pub(crate) const MEMORY_PATH: &str = "<memory>";
 
 /// One variable of a MAT v5 file as its header describes it (for `ono data info`); obtained without
 /// inflating or reading its data.

@@ -2,7 +2,6 @@
 //! shape, row-major data, stored element type) and refuses what it cannot read with a typed error.
 
 pub mod any;
-#[cfg(feature = "hdf5")]
 pub mod hdf5_mat;
 pub mod mat_v5;
 pub mod npy;
