@@ -59,6 +59,16 @@ enum Cmd {
     BenchReport,
     /// Print shell exports so that plain cargo works: `eval "$(cargo xtask env)"`.
     Env,
+    /// Reproduce the ONO paper's tables: set up, build the release `ono` binary and run
+    /// `ono reproduce` with these arguments: `[--profile quick|paper] [--only TABLES]
+    /// [--models M,…] [--device D] [--data-dir DIR] [--out DIR] [--threads N] [--plan-only]`
+    /// (`ono reproduce --help`). Finished experiments are skipped and interrupted ones resume,
+    /// so the same command continues a run.
+    Reproduce {
+        /// Arguments of `ono reproduce`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Data sets: the generators.
     Data {
         #[command(subcommand)]
@@ -131,6 +141,19 @@ fn main() -> Result<()> {
             print!("{}", env.shell_exports());
             Ok(())
         }
+        Cmd::Reproduce { args } => {
+            let env = setup()?;
+            let mut build = cargo(&env);
+            build.args(["build", "--release", "-p", "ono-cli", "--bin", "ono"]);
+            run(build)?;
+            let mut cmd = Command::new(target_dir().join("release").join("ono"));
+            env.apply(&mut cmd);
+            if let Some(commit) = git_commit() {
+                cmd.env("ONO_COMMIT", commit);
+            }
+            cmd.arg("reproduce").args(args);
+            run(cmd)
+        }
         Cmd::Data {
             command: DataCmd::Gen { args },
         } => {
@@ -200,6 +223,18 @@ fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// The checked-out commit (with `-dirty` for local changes), for the reproduction report.
+fn git_commit() -> Option<String> {
+    let out = Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .current_dir(workspace_root())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Runs a command with inherited stdio (output streams live) and fails on a non-zero exit.

@@ -22,8 +22,16 @@ pub fn run(
     threads: Option<i32>,
     dev: &str,
     recompute: bool,
+    overrides: Option<&str>,
 ) -> Result<()> {
-    let config = ModelConfig::preset(arch, preset)?;
+    let mut config = ModelConfig::preset(arch, preset)?;
+    if let Some(text) = overrides {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--overrides is not TOML key = value lines: {e}"))?;
+        config = ono_train::config::with_overrides(&config, &table, "--overrides")?;
+        config.validate().context("--overrides")?;
+    }
     let shapes: Preset = match shapes {
         Some(s) => s.parse().context("--shapes")?,
         None => preset.parse().with_context(|| {

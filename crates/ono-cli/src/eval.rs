@@ -20,8 +20,23 @@ pub fn run(
     dev: &str,
     batch: i64,
 ) -> Result<()> {
-    let dev = device(dev)?;
-    let (p, state) = Predictor::from_checkpoint(&checkpoint, dev)?;
+    println!(
+        "{}",
+        evaluate_checkpoint(&checkpoint, data, r, device(dev)?, batch)?
+    );
+    Ok(())
+}
+
+/// The JSON line of `ono eval`: `checkpoint`'s test errors on `data` (default: its own data, at
+/// stride `r` when given).
+pub fn evaluate_checkpoint(
+    checkpoint: &std::path::Path,
+    data: Option<PathBuf>,
+    r: Option<usize>,
+    dev: tch::Device,
+    batch: i64,
+) -> Result<serde_json::Value> {
+    let (p, state) = Predictor::from_checkpoint(checkpoint, dev)?;
     let ds = match &data {
         Some(_) if r.is_some() => {
             anyhow::bail!(
@@ -70,17 +85,13 @@ pub fn run(
         batch,
         steps,
     )?;
-    println!(
-        "{}",
-        serde_json::json!({
-            "checkpoint": checkpoint,
-            "data": data_path,
-            "samples": split.len(),
-            "grid": ds.target_grid(),
-            "test_rel_l2": errs.full,
-            "per_step": errs.per_step,
-            "trained_steps": state.global_step,
-        })
-    );
-    Ok(())
+    Ok(serde_json::json!({
+        "checkpoint": checkpoint,
+        "data": data_path,
+        "samples": split.len(),
+        "grid": ds.target_grid(),
+        "test_rel_l2": errs.full,
+        "per_step": errs.per_step,
+        "trained_steps": state.global_step,
+    }))
 }

@@ -6,6 +6,7 @@ mod data;
 mod eval;
 mod info;
 mod predict;
+mod reproduce;
 mod train;
 
 use std::path::PathBuf;
@@ -142,6 +143,41 @@ enum Cmd {
         /// forward per step).
         #[arg(long)]
         recompute: bool,
+        /// Fields of the preset to change, as TOML lines (`n_layers = 4`).
+        #[arg(long)]
+        overrides: Option<String>,
+    },
+    /// Reproduce the ONO paper's tables: train every model of every table (experiment files in
+    /// each run folder), time the steps, and write report.md, summary.json and plots. Finished
+    /// experiments are skipped, interrupted ones resume (`cargo xtask reproduce` builds and runs
+    /// this).
+    Reproduce {
+        /// `quick` (reduced sizes on generated data, under an hour on 2 CPU cores), `paper` (the
+        /// paper's settings on the published files) or `smoke` (a few steps, for tests).
+        #[arg(long, default_value = "quick")]
+        profile: String,
+        /// Only these tables (table1,…,table8).
+        #[arg(long)]
+        only: Option<String>,
+        /// Only these models' rows (fno, galerkin, geofno, ufno, ffno, lsm, gnot, ono,
+        /// transolver).
+        #[arg(long)]
+        models: Option<String>,
+        /// cpu, cuda or cuda:N.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// The published files (default: $ONO_DATA_DIR, else ./data).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Where results go (default: results/<profile>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Torch intra-op threads (default: libtorch's).
+        #[arg(long)]
+        threads: Option<i32>,
+        /// Write plan.md and the experiment files, run nothing.
+        #[arg(long)]
+        plan_only: bool,
     },
 }
 
@@ -207,6 +243,7 @@ fn dispatch(command: Cmd) -> Result<bool> {
             threads,
             device,
             recompute,
+            overrides,
         } => bench::run(
             &arch,
             &preset,
@@ -218,7 +255,29 @@ fn dispatch(command: Cmd) -> Result<bool> {
             threads,
             &device,
             recompute,
+            overrides.as_deref(),
         )?,
+        Cmd::Reproduce {
+            profile,
+            only,
+            models,
+            device,
+            data_dir,
+            out,
+            threads,
+            plan_only,
+        } => {
+            return reproduce::run(reproduce::Options {
+                profile,
+                only,
+                models,
+                device,
+                data_dir,
+                out,
+                threads,
+                plan_only,
+            })
+        }
     }
     Ok(true)
 }

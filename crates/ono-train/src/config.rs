@@ -595,27 +595,7 @@ impl TrainConfig {
     /// The model configuration: the preset, then the overrides, then the data's dimensions.
     pub fn model_config(&self, dims: DataDims) -> Result<ModelConfig> {
         let base = self.base_model_config()?;
-        let arch = base.arch();
-        let fields = base
-            .fields()
-            .map_err(|e| Error::invalid("model.preset", e))?;
-        let mut obj = fields.as_object().cloned().unwrap_or_default();
-        for (k, v) in &self.model.overrides {
-            if !obj.contains_key(k) {
-                return Err(Error::config(
-                    format!("model.overrides.{k}"),
-                    format!(
-                        "not a field of the {arch} configuration (known: {})",
-                        obj.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                ));
-            }
-            let jv = serde_json::to_value(v)
-                .map_err(|e| Error::config(format!("model.overrides.{k}"), e.to_string()))?;
-            obj.insert(k.clone(), jv);
-        }
-        let mut cfg = ModelConfig::from_fields(arch, serde_json::Value::Object(obj))
-            .map_err(|e| Error::invalid("model.overrides", e))?;
+        let mut cfg = with_overrides(&base, &self.model.overrides, "model.overrides")?;
         cfg.set_data_dims(dims);
         cfg.validate()
             .map_err(|e| Error::invalid("model.overrides", e))?;
@@ -650,6 +630,34 @@ impl TrainConfig {
         }
         v
     }
+}
+
+/// `base` with the fields of `overrides` replaced; errors name `key` and refuse fields the
+/// architecture does not have, listing those it has.
+pub fn with_overrides(
+    base: &ModelConfig,
+    overrides: &toml::Table,
+    key: &str,
+) -> Result<ModelConfig> {
+    let arch = base.arch();
+    let fields = base.fields().map_err(|e| Error::invalid(key, e))?;
+    let mut obj = fields.as_object().cloned().unwrap_or_default();
+    for (k, v) in overrides {
+        if !obj.contains_key(k) {
+            return Err(Error::config(
+                format!("{key}.{k}"),
+                format!(
+                    "not a field of the {arch} configuration (known: {})",
+                    obj.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        let jv = serde_json::to_value(v)
+            .map_err(|e| Error::config(format!("{key}.{k}"), e.to_string()))?;
+        obj.insert(k.clone(), jv);
+    }
+    ModelConfig::from_fields(arch, serde_json::Value::Object(obj))
+        .map_err(|e| Error::invalid(key, e))
 }
 
 /// `cpu`, `cuda`, `cuda:N`.

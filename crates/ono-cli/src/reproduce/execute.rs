@@ -1,0 +1,426 @@
+//! Running the plan: the generated data first, then each experiment in its own folder. A finished
+//! experiment leaves `result.json` and is skipped by the next call (when its experiment file is
+//! unchanged); an interrupted one resumes from its last checkpoint.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use toml::{Table, Value};
+
+use ono_train::config::TrainConfig;
+use ono_train::progress::Progress;
+use ono_train::Trainer;
+
+use super::plan::{self, DataPaths, Experiment, Profile, Reduced, Work};
+use super::Context as RunContext;
+
+/// How an experiment ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status", content = "detail")]
+pub enum Status {
+    Done,
+    /// A published file is not in the data folder (the message names it and where it is
+    /// published).
+    MissingData(String),
+    Failed(String),
+}
+
+/// What an experiment produced (`result.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Outcome {
+    pub id: String,
+    #[serde(flatten)]
+    pub status: Status,
+    /// Test relative L2 of the result checkpoint.
+    pub test_rel_l2: Option<f64>,
+    /// The same error of the training targets' mean field.
+    pub mean_field: Option<f64>,
+    /// Per rolled-out step, for time series.
+    #[serde(default)]
+    pub per_step: Vec<f64>,
+    /// Test error at other strides of the benchmark ("7" → error).
+    #[serde(default)]
+    pub at_stride: BTreeMap<String, f64>,
+    /// Grid side at those strides ("7" → 61).
+    #[serde(default)]
+    pub grid_at_stride: BTreeMap<String, i64>,
+    /// Median seconds per training step (Table 2).
+    pub step_s: Option<f64>,
+    pub params: Option<i64>,
+    pub peak_mb: Option<f64>,
+    /// Seconds this experiment took (all its sessions: resumed runs add up).
+    pub wall_s: f64,
+    /// UTC time it finished.
+    pub finished: String,
+    pub machine: String,
+    pub device: String,
+    pub commit: String,
+    /// The experiment as run; a changed plan reruns it.
+    pub experiment: serde_json::Value,
+}
+
+/// The fingerprint of an experiment: its work without the device and threads.
+fn fingerprint(e: &Experiment) -> serde_json::Value {
+    match &e.work {
+        Work::Train { config, strides } => {
+            serde_json::json!({ "train": config, "strides": strides })
+        }
+        Work::Measure {
+            arch,
+            preset,
+            shapes,
+            batch,
+            overrides,
+            steps,
+        } => serde_json::json!({
+            "measure": { "arch": arch, "preset": preset, "shapes": shapes, "batch": batch,
+                         "overrides": overrides, "steps": steps }
+        }),
+    }
+}
+
+/// The finished result of `e` in `dir`, if it is there and for the same experiment.
+pub fn finished(dir: &Path, e: &Experiment) -> Option<Outcome> {
+    let text = std::fs::read_to_string(dir.join("result.json")).ok()?;
+    let o: Outcome = serde_json::from_str(&text).ok()?;
+    (o.status == Status::Done && o.experiment == fingerprint(e)).then_some(o)
+}
+
+/// Generates the reduced profiles' data sets that the selected experiments read and that are
+/// not there yet (each file is written atomically by `ono data`, and a marker beside it records
+/// the command that made it).
+pub fn prepare_data(
+    profile: Profile,
+    data: &DataPaths,
+    experiments: &[Experiment],
+    ctx: &RunContext,
+) -> Result<()> {
+    let Some(r) = Reduced::of(profile) else {
+        return Ok(());
+    };
+    let gen = data.generated.display().to_string();
+    let reads = |needle: &str| {
+        experiments.iter().any(|e| match &e.work {
+            Work::Train { config, .. } => {
+                let d = config.get("data");
+                let s = |k: &str| d.and_then(|d| d.get(k)).and_then(Value::as_str);
+                (s("data_dir") == Some(gen.as_str()) && s("benchmark") == Some(needle))
+                    || (needle == "cloud"
+                        && s("path") == Some(data.cloud().display().to_string().as_str()))
+            }
+            Work::Measure { .. } => false,
+        })
+    };
+    std::fs::create_dir_all(&data.generated)
+        .with_context(|| format!("creating {}", data.generated.display()))?;
+    let mut jobs: Vec<(PathBuf, Vec<String>)> = Vec::new();
+    if reads("darcy") {
+        let (ntrain, ntest) = (r.darcy.0, r.darcy.1.max(r.superres_test));
+        for (file, n, seed) in [
+            ("piececonst_r421_N1024_smooth1.mat", ntrain, 1),
+            ("piececonst_r421_N1024_smooth2.mat", ntest, 2),
+        ] {
+            let out = data.generated.join(file);
+            jobs.push((
+                out.clone(),
+                vec![
+                    "data".into(),
+                    "gen".into(),
+                    "darcy".into(),
+                    "--res".into(),
+                    "421".into(),
+                    "--n".into(),
+                    n.to_string(),
+                    "--seed".into(),
+                    seed.to_string(),
+                    "--out".into(),
+                    out.display().to_string(),
+                ],
+            ));
+        }
+    }
+    if reads("ns2d") {
+        let (ntrain, ntest, _) = r.ns2d;
+        let out = data.generated.join("NavierStokes_V1e-5_N1200_T20.mat");
+        jobs.push((
+            out.clone(),
+            vec![
+                "data".into(),
+                "gen".into(),
+                "ns2d".into(),
+                "--profile".into(),
+                "reduced".into(),
+                "--n".into(),
+                (ntrain + ntest).to_string(),
+                "--batch".into(),
+                (ntrain + ntest).to_string(),
+                "--seed".into(),
+                "0".into(),
+                "--out".into(),
+                out.display().to_string(),
+            ],
+        ));
+    }
+    if reads("cloud") {
+        let (ntrain, ntest, _) = r.cloud;
+        let out = data.cloud();
+        jobs.push((
+            out.clone(),
+            vec![
+                "data".into(),
+                "darcy".into(),
+                "--res".into(),
+                "85".into(),
+                "--points".into(),
+                r.cloud_points.to_string(),
+                "--n-train".into(),
+                ntrain.to_string(),
+                "--n-test".into(),
+                ntest.to_string(),
+                "--seed".into(),
+                "3".into(),
+                "--out".into(),
+                out.display().to_string(),
+            ],
+        ));
+    }
+    for (out, args) in jobs {
+        let marker = out.with_extension("args");
+        let line = args.join(" ");
+        if out.is_file() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&line) {
+            continue;
+        }
+        eprintln!("[data] ono {line}");
+        let start = Instant::now();
+        let status = Command::new(&ctx.exe)
+            .args(&args)
+            .status()
+            .with_context(|| format!("starting {}", ctx.exe.display()))?;
+        if !status.success() {
+            bail!("data generation failed ({status}): ono {line}");
+        }
+        ono_io::atomic::write_atomic(&marker, line.as_bytes())?;
+        eprintln!("[data] done in {:.1} s", start.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+/// Runs `e` in `dir` (training resumes from the last checkpoint there) and writes its
+/// `result.json` when it is done.
+pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
+    let start = Instant::now();
+    let spent_before = previous_wall(dir);
+    if let Err(err) = std::fs::create_dir_all(dir) {
+        eprintln!("creating {}: {err}", dir.display());
+    }
+    let result = match &e.work {
+        Work::Train { config, strides } => train(config, strides, dir, ctx),
+        Work::Measure {
+            arch,
+            preset,
+            shapes,
+            batch,
+            overrides,
+            steps,
+        } => measure(arch, preset, shapes, *batch, overrides, *steps, ctx),
+    };
+    let mut o = Outcome {
+        id: e.id.clone(),
+        status: Status::Done,
+        test_rel_l2: None,
+        mean_field: None,
+        per_step: Vec::new(),
+        at_stride: BTreeMap::new(),
+        grid_at_stride: BTreeMap::new(),
+        step_s: None,
+        params: None,
+        peak_mb: None,
+        wall_s: 0.0,
+        finished: super::utc_now(),
+        machine: ctx.machine.clone(),
+        device: ctx.device.clone(),
+        commit: ctx.commit.clone(),
+        experiment: fingerprint(e),
+    };
+    match result {
+        Ok(fill) => fill(&mut o),
+        Err(err) => {
+            o.status = match missing_file(&err) {
+                Some(m) => Status::MissingData(m),
+                None => Status::Failed(format!("{err:#}")),
+            }
+        }
+    }
+    o.wall_s = spent_before + start.elapsed().as_secs_f64();
+    if o.status == Status::Done {
+        if let Err(err) = write_json(&dir.join("result.json"), &o) {
+            o.status = Status::Failed(format!("{err:#}"));
+        }
+    } else {
+        // Not a result: remember only the time spent, so that a later success adds it up.
+        let _ = write_json(
+            &dir.join("wall.json"),
+            &serde_json::json!({ "wall_s": o.wall_s }),
+        );
+    }
+    o
+}
+
+fn previous_wall(dir: &Path) -> f64 {
+    std::fs::read_to_string(dir.join("wall.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["wall_s"].as_f64())
+        .unwrap_or(0.0)
+}
+
+/// The message of a missing published file, when that is what `err` is.
+fn missing_file(err: &anyhow::Error) -> Option<String> {
+    err.chain().find_map(|e| {
+        let io = match e.downcast_ref::<ono_train::Error>() {
+            Some(ono_train::Error::DataCrate(ono_data::Error::Io { source, .. })) => source,
+            _ => match e.downcast_ref::<ono_data::Error>() {
+                Some(ono_data::Error::Io { source, .. }) => source,
+                _ => return None,
+            },
+        };
+        (io.kind() == std::io::ErrorKind::NotFound).then(|| e.to_string())
+    })
+}
+
+pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    ono_io::atomic::write_atomic(path, text.as_bytes())?;
+    Ok(())
+}
+
+type Fill = Box<dyn FnOnce(&mut Outcome)>;
+
+/// Writes the experiment file into `dir`, trains (resuming if a checkpoint is there), and
+/// evaluates the result: test error, mean field, the other strides.
+fn train(config: &Table, strides: &[usize], dir: &Path, ctx: &RunContext) -> Result<Fill> {
+    let mut t = config.clone();
+    // Relative to the experiment file, which lives in the run folder: `ono train
+    // <dir>/experiment.toml --resume` continues this very run.
+    t.insert("output_dir".into(), Value::String(".".into()));
+    t.insert("device".into(), Value::String(ctx.device.clone()));
+    if let Some(n) = ctx.threads {
+        t.insert("threads".into(), Value::Integer(n as i64));
+    }
+    plan::validate(&t)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("experiment.toml");
+    let text = format!(
+        "# Written by `ono reproduce`; rerun this cell with `ono train {} --resume`.\n{}",
+        file.display(),
+        toml::to_string(&t)?
+    );
+    ono_io::atomic::write_atomic(&file, text.as_bytes())?;
+    let cfg = TrainConfig::from_file(&file)?;
+    let resume = dir.join("checkpoints").join("last.safetensors").is_file();
+    let mut trainer = Trainer::new(cfg.clone(), resume)?;
+    let total = trainer.steps_per_epoch() * cfg.epochs;
+    let progress = if ctx.quiet {
+        Progress::Quiet
+    } else {
+        Progress::auto(total, trainer.state().global_step)
+    };
+    let summary = trainer.run(&progress)?;
+    let per_step = trainer
+        .state()
+        .history
+        .last()
+        .map(|r| r.test_per_step.clone())
+        .unwrap_or_default();
+    drop(trainer);
+    let test = summary
+        .final_test
+        .ok_or_else(|| anyhow!("the run ended without a test error"))?;
+    // The mean field of every test step, also those a time-extrapolation run did not train on.
+    let mut all_steps = cfg.data.clone();
+    all_steps.train_steps = None;
+    let ds = ono_train::data_source::resolve_data(&all_steps, &cfg.loss)?.dataset;
+    let mean_field = ono_train::evaluate::mean_field_error(&ds)?;
+    drop(ds);
+    let mut at_stride = BTreeMap::new();
+    let mut grids = BTreeMap::new();
+    for &r in strides {
+        let v = crate::eval::evaluate_checkpoint(
+            &summary.result_checkpoint,
+            None,
+            Some(r),
+            cfg.device()?,
+            ctx.eval_batch,
+        )?;
+        let err = v["test_rel_l2"]
+            .as_f64()
+            .ok_or_else(|| anyhow!("no test error at stride {r}"))?;
+        at_stride.insert(r.to_string(), err);
+        if let Some(side) = v["grid"].as_array().and_then(|g| g.first()?.as_i64()) {
+            grids.insert(r.to_string(), side);
+        }
+    }
+    Ok(Box::new(move |o: &mut Outcome| {
+        o.test_rel_l2 = Some(test);
+        o.mean_field = Some(mean_field);
+        o.per_step = per_step;
+        o.at_stride = at_stride;
+        o.grid_at_stride = grids;
+    }))
+}
+
+/// `ono bench-step` in a process of its own: the peak memory is this model's alone.
+fn measure(
+    arch: &str,
+    preset: &str,
+    shapes: &str,
+    batch: i64,
+    overrides: &Table,
+    steps: usize,
+    ctx: &RunContext,
+) -> Result<Fill> {
+    let mut cmd = Command::new(&ctx.exe);
+    cmd.args([
+        "bench-step",
+        "--arch",
+        arch,
+        "--preset",
+        preset,
+        "--shapes",
+        shapes,
+    ])
+    .args(["--batch", &batch.to_string(), "--steps", &steps.to_string()])
+    .args(["--device", &ctx.device]);
+    if !overrides.is_empty() {
+        cmd.args(["--overrides", &toml::to_string(overrides)?]);
+    }
+    if let Some(n) = ctx.threads {
+        cmd.args(["--threads", &n.to_string()]);
+    }
+    let out = cmd
+        .output()
+        .with_context(|| format!("starting {}", ctx.exe.display()))?;
+    if !out.status.success() {
+        bail!(
+            "bench-step failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| "bench-step printed no JSON line".to_string())?;
+    let (step, params, peak) = (
+        v["median_s"].as_f64(),
+        v["params"].as_i64(),
+        v["peak_rss_mb"].as_f64(),
+    );
+    Ok(Box::new(move |o: &mut Outcome| {
+        o.step_s = step;
+        o.params = params;
+        o.peak_mb = peak;
+    }))
+}

@@ -1,0 +1,230 @@
+//! `ono reproduce`: the ONO paper's tables, one command. The plan ([`plan`]) lists the
+//! experiments of every table; [`execute`] runs each in its own folder (skipping finished ones,
+//! resuming interrupted ones); [`report`] writes `report.md`, `summary.json` and the plots.
+
+mod execute;
+mod paper;
+mod plan;
+mod report;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+
+use plan::{DataPaths, Profile};
+
+/// The command's options.
+pub struct Options {
+    pub profile: String,
+    pub only: Option<String>,
+    pub models: Option<String>,
+    pub device: String,
+    pub data_dir: Option<PathBuf>,
+    pub out: Option<PathBuf>,
+    pub threads: Option<i32>,
+    /// Write the experiment files and the plan, run nothing.
+    pub plan_only: bool,
+}
+
+/// What every experiment shares.
+pub struct Context {
+    /// This binary (data generation and timed steps run in processes of their own).
+    pub exe: PathBuf,
+    pub device: String,
+    pub threads: Option<i32>,
+    pub machine: String,
+    pub commit: String,
+    pub quiet: bool,
+    pub eval_batch: i64,
+}
+
+/// Runs the selected tables of a profile and writes the report; `Ok(false)` when an experiment
+/// failed (missing published files are not failures: they are reported by name).
+pub fn run(o: Options) -> Result<bool> {
+    let started = Instant::now();
+    let profile: Profile = o.profile.parse()?;
+    crate::device(&o.device)?;
+    let out = o
+        .out
+        .unwrap_or_else(|| PathBuf::from("results").join(profile.name()));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let out = out.canonicalize()?;
+    // Absolute: the experiment files live in the run folders.
+    let published = ono_data::benchmarks::data_dir(o.data_dir.as_deref());
+    let published = match published.canonicalize() {
+        Ok(p) => p,
+        Err(_) if published.is_relative() => std::env::current_dir()?.join(published),
+        Err(_) => published,
+    };
+    let data = DataPaths {
+        published,
+        generated: out.join("data"),
+    };
+    let tables = plan::list(o.only.as_deref());
+    let models = plan::list(o.models.as_deref());
+    let plan = plan::select(plan::plan(profile, &data), &tables, &models)?;
+    if let Some(n) = o.threads {
+        anyhow::ensure!(n > 0, "--threads must be positive");
+        tch::set_num_threads(n);
+    }
+    let ctx = Context {
+        exe: std::env::current_exe().context("finding the ono binary")?,
+        device: o.device.clone(),
+        threads: o.threads,
+        machine: machine(),
+        commit: commit(),
+        quiet: false,
+        eval_batch: 4,
+    };
+    if o.plan_only {
+        report::write_plan(&out, profile, &plan)?;
+        eprintln!(
+            "{} experiments, {} cells: {}",
+            plan.experiments.len(),
+            plan.cells.len(),
+            out.join("plan.md").display()
+        );
+        return Ok(true);
+    }
+    execute::prepare_data(profile, &data, &plan.experiments, &ctx)?;
+
+    let n = plan.experiments.len();
+    let mut outcomes = Vec::with_capacity(n);
+    let mut spent_new = 0.0;
+    let mut done_new = 0usize;
+    for (i, e) in plan.experiments.iter().enumerate() {
+        let dir = out.join(&e.id);
+        if let Some(o) = execute::finished(&dir, e) {
+            eprintln!(
+                "[{}/{n}] {}: done before ({:.4e})",
+                i + 1,
+                e.id,
+                o.test_rel_l2.or(o.step_s).unwrap_or(f64::NAN)
+            );
+            outcomes.push(o);
+            continue;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        // The mean of the experiments run in this call times those left: rough, but honest
+        // about what it knows.
+        let eta = (done_new > 0)
+            .then(|| spent_new / done_new as f64 * (n - i) as f64)
+            .map_or("?".into(), clock);
+        eprintln!(
+            "[{}/{n}] {} ({}) — elapsed {}, ETA {eta}",
+            i + 1,
+            e.id,
+            e.data_note,
+            clock(elapsed)
+        );
+        let t = Instant::now();
+        let o = execute::run(e, &dir, &ctx);
+        spent_new += t.elapsed().as_secs_f64();
+        done_new += 1;
+        match &o.status {
+            execute::Status::Done => eprintln!(
+                "[{}/{n}] {} finished in {:.0} s",
+                i + 1,
+                e.id,
+                t.elapsed().as_secs_f64()
+            ),
+            execute::Status::MissingData(m) => eprintln!("[{}/{n}] {}: no data: {m}", i + 1, e.id),
+            execute::Status::Failed(m) => eprintln!("[{}/{n}] {} FAILED: {m}", i + 1, e.id),
+        }
+        outcomes.push(o);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    report::write(&out, profile, &plan, &outcomes, &ctx, wall)?;
+    eprintln!(
+        "report: {} ({} experiments, {})",
+        out.join("report.md").display(),
+        n,
+        clock(wall)
+    );
+    Ok(!outcomes
+        .iter()
+        .any(|o| matches!(o.status, execute::Status::Failed(_))))
+}
+
+/// `1h02m03s`, `4m05s`, `12s`.
+pub fn clock(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
+/// The CPU model and core count, and the torch build.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!(
+        "{cpu}, {cores} cores, torch {} threads",
+        tch::get_num_threads()
+    )
+}
+
+/// The source commit: `ONO_COMMIT` (set by `cargo xtask reproduce`), else git's HEAD here.
+fn commit() -> String {
+    if let Ok(c) = std::env::var("ONO_COMMIT") {
+        if !c.is_empty() {
+            return c;
+        }
+    }
+    std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The current UTC time, `2026-11-24 13:05:00 UTC`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_and_date_formats() {
+        assert_eq!(clock(5.0), "5s");
+        assert_eq!(clock(125.0), "2m05s");
+        assert_eq!(clock(3723.0), "1h02m03s");
+        let now = utc_now();
+        assert!(now.ends_with(" UTC") && now.len() == 23, "{now}");
+    }
+}

@@ -1,0 +1,449 @@
+//! The results: `report.md` (every table as the paper's number, ours and their ratio, with the
+//! machine, device, commit, date and wall time of each cell), `summary.json` (the same, machine
+//! readable) and the plots (Table 1 as grouped bars, the super-resolution curves, the NS2d error
+//! per time step).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+use ono_train::plots::{grouped_bars, line_chart, ChartSeries};
+use serde::Serialize;
+
+use super::execute::{write_json, Outcome, Status};
+use super::plan::{Cell, Plan, Profile, Source, Work, SEEN_STEPS};
+use super::{clock, paper, Context};
+
+/// What a cell shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+pub enum Shown {
+    Value(f64),
+    /// The paper's "–".
+    Unsupported,
+    /// Its experiment did not run to the end (missing data, failure), with why.
+    Missing(String),
+}
+
+/// A cell with its value, for `summary.json`.
+#[derive(Serialize)]
+struct CellOut<'a> {
+    table: usize,
+    row: &'a str,
+    column: &'a str,
+    paper: Option<f64>,
+    ours: Shown,
+    ratio: Option<f64>,
+    experiment: Option<&'a str>,
+}
+
+fn value(cell: &Cell, by_id: &HashMap<&str, &Outcome>) -> Shown {
+    let Some(id) = cell.source.experiment() else {
+        return Shown::Unsupported;
+    };
+    let Some(o) = by_id.get(id) else {
+        return Shown::Missing("not run".into());
+    };
+    match &o.status {
+        Status::Done => {}
+        Status::MissingData(m) => return Shown::Missing(format!("no data: {m}")),
+        Status::Failed(m) => return Shown::Missing(format!("failed: {m}")),
+    }
+    let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+    let seen = SEEN_STEPS as usize;
+    let v = match &cell.source {
+        Source::Unsupported => None,
+        Source::TestError(_) => o.test_rel_l2,
+        Source::AtStride(_, r) => o.at_stride.get(&r.to_string()).copied(),
+        Source::Seen(_) => mean(&o.per_step[..seen.min(o.per_step.len())]),
+        Source::Unseen(_) => o.per_step.get(seen..).and_then(mean),
+        Source::StepTime(_) => o.step_s,
+        Source::Params(_) => o.params.map(|p| p as f64),
+        Source::PeakMemory(_) => o.peak_mb,
+    };
+    v.map_or_else(|| Shown::Missing("not measured".into()), Shown::Value)
+}
+
+/// An error with four significant digits in the paper's style.
+fn num(table: usize, column: &str, v: f64) -> String {
+    match (table, column) {
+        (2, _) => format!("{v:.3} s"),
+        (8, "parameters") => {
+            let s = format!("{}", v.round() as i64);
+            let mut out = String::new();
+            for (i, c) in s.chars().enumerate() {
+                if i > 0 && (s.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            out
+        }
+        (8, _) => format!("{v:.0}"),
+        _ if v.abs() >= 1e-3 => format!("{v:.4}"),
+        _ => format!("{v:.2e}"),
+    }
+}
+
+const TITLES: [&str; 8] = [
+    "Table 1: relative L2 error on the six benchmarks",
+    "Table 2: time per training step (batch 8; FNO, LSM and ONO with 4 layers; ONO k = 16, width 128, linear transformer block)",
+    "Table 3: zero-shot super-resolution on Darcy (trained at 43 × 43)",
+    "Table 4: NS2d, trained on 8 predicted steps (seen), tested also on the next 2 (unseen)",
+    "Table 5: ONO's NN block",
+    "Table 6: orthogonalization against other normalizations of ψ",
+    "Table 7: ONO-8 against ONO-30",
+    "Table 8: parameters and peak memory of a training step (the Table 2 configurations)",
+];
+
+/// The differences between this profile's runs and the paper's, said once at the top.
+fn differences(profile: Profile) -> &'static str {
+    match profile {
+        Profile::Paper => "- The paper's settings: each model's own recipe and preset, the published files, 500 epochs (the Geo-FNO Elasticity script: 200). The paper ran on an RTX 3090; Table 2 and 8 are measured on the machine named above.\n- Where the paper's text and the reference code disagree, the code's values are used (docs/reference-implementations.md).\n- The Transolver row is an extra (its own paper's numbers in the paper column).\n- Tables 2 and 8 have no paper column: their values could not be read from any version of the paper available to us.\n",
+        Profile::Quick | Profile::Smoke => concat!(
+            "- **Data we generate, not the published files.** Darcy: FNO's process (`ono data gen darcy`, solved on 421²); Table 1 trains at r = 14 (31 × 31), Table 3 at r = 10 (43 × 43, as the paper) and tests on the same samples up to 421². NS2d: the reduced 64² solver profile (`ono data gen ns2d --profile reduced`, docs/data.md), subsampled to 32 × 32, 10 frames in and 10 out as the benchmark. **Elasticity is replaced** by Darcy on a different random point cloud per sample (`ono data darcy --points`): the irregular-geometry task that every point-cloud model and Tables 5–7 run on. Airfoil, Pipe and Plasticity have no generator: they run only when their published files are in the data folder (`--data-dir`), at reduced size. Geo-FNO's Elasticity model takes the mesh coordinates alone, so it has no input for the stand-in's coefficient field: its cell is \"–\" here.\n",
+            "- **Smaller everything:** tens of samples, a few epochs, one batch size per benchmark, and narrower, shallower models of the same architectures (each cell's experiment file says exactly what). Geo-FNO on the regular grids is FNO, as in the paper.\n",
+            "- **ONO's block:** the presets' Nyström block costs about 10 s per training step on 2 CPU cores at any size (its 256 landmarks), so ONO runs with the linear transformer block (the paper's other choice) in Tables 1, 3, 4, 6 and 7; Table 5 runs both.\n",
+            "- **Table 7** runs ONO-8 and ONO-30 at width 32 (the paper: 128).\n",
+            "- So the numbers are **not comparable in size** to the paper's (the ratio column shows how far). The profile checks that every model learns its task (better than the mean field) and whether the qualitative findings (ONO's error growing less than FNO's with resolution, the ablations' order) hold at this scale.\n",
+            "- Tables 2 and 8 are measured at 43 × 43 (batch 8, 2 timed steps after one warm-up) on this machine; the paper's were on an RTX 3090 and could not be read from the versions of the paper available to us (no paper column). Peak memory is the process's resident set (CPU).\n",
+        ),
+    }
+}
+
+/// Writes `plan.md`: the experiments and the cells they fill (`--plan-only`).
+pub fn write_plan(out: &Path, profile: Profile, plan: &Plan) -> Result<()> {
+    let mut s = format!(
+        "# Plan of the {} profile\n\n| experiment | model | work | data |\n|---|---|---|---|\n",
+        profile.name()
+    );
+    for e in &plan.experiments {
+        let work = match &e.work {
+            Work::Train { .. } => format!("`ono train {}/experiment.toml`", e.id),
+            Work::Measure { arch, preset, .. } => {
+                format!("`ono bench-step --arch {arch} --preset {preset}`")
+            }
+        };
+        let _ = writeln!(s, "| {} | {} | {work} | {} |", e.id, e.model, e.data_note);
+        if let Work::Train { config, .. } = &e.work {
+            let dir = out.join(&e.id);
+            std::fs::create_dir_all(&dir)?;
+            let text = toml::to_string(config)?;
+            ono_io::atomic::write_atomic(&dir.join("experiment.plan.toml"), text.as_bytes())?;
+        }
+    }
+    s.push_str("\n| table | row | column | paper | experiment |\n|---|---|---|---|---|\n");
+    for c in &plan.cells {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} |",
+            c.table,
+            c.row,
+            c.column,
+            c.paper.map_or("".into(), |p| format!("{p}")),
+            c.source.experiment().unwrap_or("–")
+        );
+    }
+    ono_io::atomic::write_atomic(&out.join("plan.md"), s.as_bytes())?;
+    Ok(())
+}
+
+/// Writes `report.md`, `summary.json` and the plots into `out`.
+pub fn write(
+    out: &Path,
+    profile: Profile,
+    plan: &Plan,
+    outcomes: &[Outcome],
+    ctx: &Context,
+    wall: f64,
+) -> Result<()> {
+    let by_id: HashMap<&str, &Outcome> = outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
+    let mut md = String::new();
+    let _ = writeln!(md, "# The ONO paper's tables: {} profile\n", profile.name());
+    let _ = writeln!(
+        md,
+        "- Command: `cargo xtask reproduce --profile {}` (or `ono reproduce --profile {}`), with the selection recorded in summary.json\n- Machine: {}\n- Device: {}\n- Commit: {}\n- Report written: {}; this call took {} (experiments finished by earlier calls keep their own date and wall time below)\n",
+        profile.name(),
+        profile.name(),
+        ctx.machine,
+        ctx.device,
+        ctx.commit,
+        super::utc_now(),
+        clock(wall)
+    );
+    let _ = writeln!(
+        md,
+        "## How this run differs from the paper\n\n{}",
+        differences(profile)
+    );
+
+    // Checks the issue asks the quick profile to pass.
+    let mut checks = String::new();
+    let mut worse = Vec::new();
+    let mut trained = 0;
+    for o in outcomes {
+        if let (Some(t), Some(m)) = (o.test_rel_l2, o.mean_field) {
+            trained += 1;
+            if t >= m {
+                worse.push(format!("{} ({} ≥ {})", o.id, num(1, "", t), num(1, "", m)));
+            }
+        }
+    }
+    if trained > 0 {
+        let _ = writeln!(
+            checks,
+            "- **Mean-field baseline** (predicting the training targets' mean): {} of {trained} trained experiments beat it{}.",
+            trained - worse.len(),
+            if worse.is_empty() {
+                String::new()
+            } else {
+                format!("; not: {}", worse.join(", "))
+            }
+        );
+    }
+    let growth = |id: &str| {
+        let o = by_id.get(id)?;
+        let (base, finest) = (o.test_rel_l2?, *o.at_stride.get("1")?);
+        Some((base, finest))
+    };
+    if let (Some((fb, ff)), Some((ob, of))) = (growth("superres/fno"), growth("superres/ono")) {
+        let (fg, og) = (ff - fb, of - ob);
+        let _ = writeln!(
+            checks,
+            "- **Super-resolution:** from 43 to 421, FNO's error goes {} → {} ({:+.4}), ONO's {} → {} ({:+.4}): ONO's grows {} than FNO's.",
+            num(3, "", fb),
+            num(3, "", ff),
+            fg,
+            num(3, "", ob),
+            num(3, "", of),
+            og,
+            if og < fg { "less" } else { "**not less**" }
+        );
+    }
+    if !checks.is_empty() {
+        let _ = writeln!(md, "## Checks\n\n{checks}");
+    }
+
+    let mut cells_out = Vec::new();
+    for table in 1..=8 {
+        let cells: Vec<&Cell> = plan.cells.iter().filter(|c| c.table == table).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let _ = writeln!(md, "## {}\n", TITLES[table - 1]);
+        md.push_str("| model | column | paper | ours | ours / paper | mean field | data | wall | finished | commit |\n|---|---|---|---|---|---|---|---|---|---|\n");
+        for c in &cells {
+            let shown = value(c, &by_id);
+            let o = c.source.experiment().and_then(|id| by_id.get(id));
+            let ratio = match (&shown, c.paper) {
+                (Shown::Value(v), Some(p)) if p > 0.0 => Some(v / p),
+                _ => None,
+            };
+            let paper = match (c.paper, &c.source) {
+                (Some(p), _) => num(table, &c.column, p),
+                (None, Source::Unsupported) => "–".into(),
+                (None, _) => "".into(),
+            };
+            let ours = match &shown {
+                Shown::Value(v) => num(table, &c.column, *v),
+                Shown::Unsupported => "–".into(),
+                Shown::Missing(m) => format!("({})", m.replace('|', "/")),
+            };
+            let data = c
+                .source
+                .experiment()
+                .and_then(|id| plan.experiments.iter().find(|e| e.id == id))
+                .map(|e| format!("`{}`", e.id))
+                .unwrap_or_default();
+            let _ = writeln!(
+                md,
+                "| {} | {} | {paper} | {ours} | {} | {} | {data} | {} | {} | {} |",
+                c.row,
+                c.column,
+                ratio.map_or("".into(), |r| format!("{r:.2}×")),
+                o.and_then(|o| o.mean_field)
+                    .filter(|_| matches!(c.source, Source::TestError(_)))
+                    .map_or("".into(), |m| num(1, "", m)),
+                o.map_or("".into(), |o| clock(o.wall_s)),
+                o.map_or("".into(), |o| o.finished.clone()),
+                o.map_or("".into(), |o| o.commit.clone()),
+            );
+            cells_out.push(CellOut {
+                table,
+                row: &c.row,
+                column: &c.column,
+                paper: c.paper,
+                ours: shown,
+                ratio,
+                experiment: c.source.experiment(),
+            });
+        }
+        md.push('\n');
+        if let Some(png) = plot(out, table, &cells, &by_id)? {
+            let _ = writeln!(md, "![{}]({png})\n", TITLES[table - 1]);
+        }
+    }
+
+    md.push_str("## Experiments\n\nEach folder holds the experiment file, checkpoints, metrics.jsonl and figures; rerun a cell with `ono train <folder>/experiment.toml --resume`.\n\n| experiment | data | status | wall | machine | device |\n|---|---|---|---|---|---|\n");
+    for e in &plan.experiments {
+        let o = by_id.get(e.id.as_str());
+        let status = match o.map(|o| &o.status) {
+            Some(Status::Done) => "done".to_string(),
+            Some(Status::MissingData(m)) => format!("no data: {}", m.replace('|', "/")),
+            Some(Status::Failed(m)) => {
+                format!("failed: {}", m.replace('|', "/").replace('\n', " "))
+            }
+            None => "not run".into(),
+        };
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {status} | {} | {} | {} |",
+            e.id,
+            e.data_note,
+            o.map_or("".into(), |o| clock(o.wall_s)),
+            o.map_or("", |o| o.machine.as_str()),
+            o.map_or("", |o| o.device.as_str()),
+        );
+    }
+    ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
+    write_json(
+        &out.join("summary.json"),
+        &serde_json::json!({
+            "profile": profile.name(),
+            "machine": ctx.machine,
+            "device": ctx.device,
+            "commit": ctx.commit,
+            "written": super::utc_now(),
+            "wall_s": wall,
+            "cells": cells_out,
+            "experiments": outcomes,
+        }),
+    )?;
+    Ok(())
+}
+
+/// The table's plot, if it has one and something to draw; returns its file name.
+fn plot(
+    out: &Path,
+    table: usize,
+    cells: &[&Cell],
+    by_id: &HashMap<&str, &Outcome>,
+) -> Result<Option<String>> {
+    let ours = |c: &Cell| match value(c, by_id) {
+        Shown::Value(v) => Some(v),
+        _ => None,
+    };
+    let mut rows: Vec<&str> = Vec::new();
+    let mut columns: Vec<&str> = Vec::new();
+    for c in cells {
+        if !rows.contains(&c.row.as_str()) {
+            rows.push(&c.row);
+        }
+        if !columns.contains(&c.column.as_str()) {
+            columns.push(&c.column);
+        }
+    }
+    let grid = |pick: &dyn Fn(&Cell) -> Option<f64>| -> Vec<ChartSeries> {
+        rows.iter()
+            .map(|r| ChartSeries {
+                name: r.to_string(),
+                values: columns
+                    .iter()
+                    .map(|col| {
+                        cells
+                            .iter()
+                            .find(|c| c.row == *r && c.column == *col)
+                            .and_then(|c| pick(c))
+                    })
+                    .collect(),
+            })
+            .collect()
+    };
+    let any = |s: &[ChartSeries]| s.iter().any(|s| s.values.iter().any(Option::is_some));
+    let name = format!("table{table}.png");
+    let path = out.join(&name);
+    match table {
+        1 | 5 | 6 | 7 => {
+            let series = grid(&ours);
+            if !any(&series) {
+                return Ok(None);
+            }
+            let groups: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+            grouped_bars(
+                &path,
+                &format!("Table {table}: test relative L2 (ours)"),
+                &groups,
+                &series,
+                "relative L2",
+                true,
+            )?;
+        }
+        3 => {
+            // x: the training resolution, then the test resolutions.
+            let mut x = vec![43.0];
+            x.extend(paper::TABLE3.iter().map(|(s, _, _)| *s as f64));
+            let mut series = Vec::new();
+            for r in &rows {
+                let row: Vec<&&Cell> = cells.iter().filter(|c| c.row == *r).collect();
+                series.push(ChartSeries {
+                    name: r.to_string(),
+                    values: row.iter().map(|c| ours(c)).collect(),
+                });
+                series.push(ChartSeries {
+                    name: format!("{r}: paper"),
+                    values: row.iter().map(|c| c.paper).collect(),
+                });
+            }
+            if !any(&series) || series.iter().any(|s| s.values.len() != x.len()) {
+                return Ok(None);
+            }
+            line_chart(
+                &path,
+                "Table 3: Darcy, trained at 43 × 43",
+                &x,
+                "resolution s",
+                &series,
+                "relative L2",
+                true,
+            )?;
+        }
+        4 => {
+            // The error of each rolled-out step of the Table 4 runs.
+            let mut series = Vec::new();
+            let mut steps = 0;
+            for id in ["ns2d-time/fno", "ns2d-time/ono"] {
+                if let Some(o) = by_id.get(id).filter(|o| !o.per_step.is_empty()) {
+                    steps = steps.max(o.per_step.len());
+                    series.push((id, o.per_step.clone()));
+                }
+            }
+            if series.is_empty() {
+                return Ok(None);
+            }
+            let x: Vec<f64> = (1..=steps).map(|s| s as f64).collect();
+            let series: Vec<ChartSeries> = series
+                .into_iter()
+                .map(|(id, v)| ChartSeries {
+                    name: if id.ends_with("fno") {
+                        "FNO".into()
+                    } else {
+                        "ONO".into()
+                    },
+                    values: (0..steps).map(|i| v.get(i).copied()).collect(),
+                })
+                .collect();
+            line_chart(
+                &path,
+                &format!("Table 4: NS2d error per step (trained on steps 1–{SEEN_STEPS})"),
+                &x,
+                "predicted step",
+                &series,
+                "relative L2",
+                true,
+            )?;
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(name))
+}
