@@ -151,34 +151,7 @@ enum Cmd {
     /// each run folder), time the steps, and write report.md, summary.json and plots. Finished
     /// experiments are skipped, interrupted ones resume (`cargo xtask reproduce` builds and runs
     /// this).
-    Reproduce {
-        /// `quick` (reduced sizes on generated data, under an hour on 2 CPU cores), `paper` (the
-        /// paper's settings on the published files) or `smoke` (a few steps, for tests).
-        #[arg(long, default_value = "quick")]
-        profile: String,
-        /// Only these tables (table1,…,table8).
-        #[arg(long)]
-        only: Option<String>,
-        /// Only these models' rows (fno, galerkin, geofno, ufno, ffno, lsm, gnot, ono,
-        /// transolver).
-        #[arg(long)]
-        models: Option<String>,
-        /// cpu, cuda or cuda:N.
-        #[arg(long, default_value = "cpu")]
-        device: String,
-        /// The published files (default: $ONO_DATA_DIR, else ./data).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
-        /// Where results go (default: results/<profile>).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Torch intra-op threads (default: libtorch's).
-        #[arg(long)]
-        threads: Option<i32>,
-        /// Write plan.md and the experiment files, run nothing.
-        #[arg(long)]
-        plan_only: bool,
-    },
+    Reproduce(reproduce::Options),
 }
 
 fn main() -> ExitCode {
@@ -257,27 +230,7 @@ fn dispatch(command: Cmd) -> Result<bool> {
             recompute,
             overrides.as_deref(),
         )?,
-        Cmd::Reproduce {
-            profile,
-            only,
-            models,
-            device,
-            data_dir,
-            out,
-            threads,
-            plan_only,
-        } => {
-            return reproduce::run(reproduce::Options {
-                profile,
-                only,
-                models,
-                device,
-                data_dir,
-                out,
-                threads,
-                plan_only,
-            })
-        }
+        Cmd::Reproduce(options) => return reproduce::run(options),
     }
     Ok(true)
 }

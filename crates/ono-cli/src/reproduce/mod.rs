@@ -15,15 +15,32 @@ use anyhow::{Context as _, Result};
 use plan::{DataPaths, Profile};
 
 /// The command's options.
+#[derive(clap::Args)]
 pub struct Options {
+    /// `quick` (reduced sizes on generated data, under an hour on 2 CPU cores), `paper` (the
+    /// paper's settings on the published files) or `smoke` (a few steps, for tests).
+    #[arg(long, default_value = "quick")]
     pub profile: String,
+    /// Only these tables (table1,…,table8).
+    #[arg(long)]
     pub only: Option<String>,
+    /// Only these models' rows (fno, galerkin, geofno, ufno, ffno, lsm, gnot, ono, transolver).
+    #[arg(long)]
     pub models: Option<String>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// The published files (default: $ONO_DATA_DIR, else ./data).
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Where results go (default: results/<profile>).
+    #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Torch intra-op threads (default: libtorch's).
+    #[arg(long)]
     pub threads: Option<i32>,
-    /// Write the experiment files and the plan, run nothing.
+    /// Write plan.md and each experiment's file, run nothing.
+    #[arg(long)]
     pub plan_only: bool,
 }
 
