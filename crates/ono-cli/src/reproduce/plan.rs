@@ -269,7 +269,7 @@ impl Reduced {
                 darcy: (64, 32, 32),
                 darcy_r: 14,
                 superres_test: 16,
-                ns2d: (24, 8, 16),
+                ns2d: (48, 8, 8),
                 ns2d_r: 2,
                 cloud: (64, 32, 24),
                 published: (64, 16, 4),

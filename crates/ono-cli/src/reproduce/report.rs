@@ -248,6 +248,8 @@ pub fn write(
             let ours = match &shown {
                 Shown::Value(v) => num(table, &c.column, *v),
                 Shown::Unsupported => "–".into(),
+                // The file and where it is published are said once, under "Missing data".
+                Shown::Missing(m) if m.starts_with("no data") => "(no data)".into(),
                 Shown::Missing(m) => format!("({})", m.replace('|', "/")),
             };
             let data = c
@@ -290,7 +292,7 @@ pub fn write(
         let o = by_id.get(e.id.as_str());
         let status = match o.map(|o| &o.status) {
             Some(Status::Done) => "done".to_string(),
-            Some(Status::MissingData(m)) => format!("no data: {}", m.replace('|', "/")),
+            Some(Status::MissingData(_)) => "no data (below)".into(),
             Some(Status::Failed(m)) => {
                 format!("failed: {}", m.replace('|', "/").replace('\n', " "))
             }
@@ -305,6 +307,21 @@ pub fn write(
             o.map_or("", |o| o.machine.as_str()),
             o.map_or("", |o| o.device.as_str()),
         );
+    }
+    let mut missing: Vec<&str> = outcomes
+        .iter()
+        .filter_map(|o| match &o.status {
+            Status::MissingData(m) => Some(m.as_str()),
+            _ => None,
+        })
+        .collect();
+    missing.sort_unstable();
+    missing.dedup();
+    if !missing.is_empty() {
+        md.push_str("\n## Missing data\n\nThese published files were not in the data folder; the experiments that read them did not run (put the files there and call the command again):\n\n");
+        for m in missing {
+            let _ = writeln!(md, "- {m}");
+        }
     }
     ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
     write_json(
