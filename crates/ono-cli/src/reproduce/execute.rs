@@ -319,6 +319,26 @@ fn train(config: &Table, strides: &[usize], dir: &Path, ctx: &RunContext) -> Res
         file.display(),
         toml::to_string(&t)?
     );
+    // A run of another version of this experiment (the plan changed) cannot be resumed: start
+    // again. The same experiment on another device or thread count resumes.
+    let strip = |s: &str| {
+        s.lines()
+            .filter(|l| !l.starts_with("device") && !l.starts_with("threads"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if let Ok(old) = std::fs::read_to_string(&file) {
+        if strip(&old) != strip(&text) {
+            eprintln!(
+                "{}: the experiment changed since its last run; starting it again",
+                dir.display()
+            );
+            for stale in ["checkpoints", "metrics.jsonl", "wall.json"] {
+                let p = dir.join(stale);
+                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+            }
+        }
+    }
     ono_io::atomic::write_atomic(&file, text.as_bytes())?;
     let cfg = TrainConfig::from_file(&file)?;
     let resume = dir.join("checkpoints").join("last.safetensors").is_file();
