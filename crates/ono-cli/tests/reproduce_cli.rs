@@ -123,7 +123,8 @@ fn smoke_table3_runs_skips_and_resumes() {
         !b.join("summary.json").exists(),
         "the run was not interrupted"
     );
-    ok(&reproduce(&b).output().unwrap());
+    let err = ok(&reproduce(&b).output().unwrap());
+    assert!(!err.contains("changed since its last run"), "{err}");
     assert_eq!(values(&summary(&b)), v);
     let _ = std::fs::remove_dir_all(&dir);
 }

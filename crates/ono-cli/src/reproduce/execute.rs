@@ -319,28 +319,25 @@ fn train(config: &Table, strides: &[usize], dir: &Path, ctx: &RunContext) -> Res
         file.display(),
         toml::to_string(&t)?
     );
-    // A run of another version of this experiment (the plan changed) cannot be resumed: start
-    // again. The same experiment on another device or thread count resumes.
-    let strip = |s: &str| {
-        s.lines()
-            .filter(|l| !l.starts_with("device") && !l.starts_with("threads"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    if let Ok(old) = std::fs::read_to_string(&file) {
-        if strip(&old) != strip(&text) {
-            eprintln!(
-                "{}: the experiment changed since its last run; starting it again",
-                dir.display()
-            );
-            for stale in ["checkpoints", "metrics.jsonl", "wall.json"] {
-                let p = dir.join(stale);
-                let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
-            }
-        }
-    }
     ono_io::atomic::write_atomic(&file, text.as_bytes())?;
     let cfg = TrainConfig::from_file(&file)?;
+    // A run of another version of this experiment (the plan changed) cannot be resumed: it
+    // starts again. The same experiment on another device or thread count resumes (the
+    // checkpoint's fingerprint leaves them out).
+    let last = dir.join("checkpoints").join("last.json");
+    let stale = std::fs::read_to_string(&last)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .is_some_and(|state| state["config"] != cfg.fingerprint());
+    if stale {
+        eprintln!(
+            "{}: the experiment changed since its last run; starting it again",
+            dir.display()
+        );
+        for p in [dir.join("checkpoints"), dir.join("metrics.jsonl")] {
+            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+        }
+    }
     let resume = dir.join("checkpoints").join("last.safetensors").is_file();
     let mut trainer = Trainer::new(cfg.clone(), resume)?;
     let total = trainer.steps_per_epoch() * cfg.epochs;
