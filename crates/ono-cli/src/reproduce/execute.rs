@@ -15,7 +15,7 @@ use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::Trainer;
 
-use super::plan::{self, DataPaths, Experiment, Profile, Reduced, Work};
+use super::plan::{self, DataPaths, Experiment, Measure, Profile, Reduced, Work};
 use super::Context as RunContext;
 
 /// How an experiment ended.
@@ -69,17 +69,7 @@ fn fingerprint(e: &Experiment) -> serde_json::Value {
         Work::Train { config, strides } => {
             serde_json::json!({ "train": config, "strides": strides })
         }
-        Work::Measure {
-            arch,
-            preset,
-            shapes,
-            batch,
-            overrides,
-            steps,
-        } => serde_json::json!({
-            "measure": { "arch": arch, "preset": preset, "shapes": shapes, "batch": batch,
-                         "overrides": overrides, "steps": steps }
-        }),
+        Work::Measure(m) => serde_json::json!({ "measure": m }),
     }
 }
 
@@ -219,14 +209,7 @@ pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
     }
     let result = match &e.work {
         Work::Train { config, strides } => train(config, strides, dir, ctx),
-        Work::Measure {
-            arch,
-            preset,
-            shapes,
-            batch,
-            overrides,
-            steps,
-        } => measure(arch, preset, shapes, *batch, overrides, *steps, ctx),
+        Work::Measure(m) => measure(m, ctx),
     };
     let mut o = Outcome {
         id: e.id.clone(),
@@ -391,29 +374,14 @@ fn train(config: &Table, strides: &[usize], dir: &Path, ctx: &RunContext) -> Res
 }
 
 /// `ono bench-step` in a process of its own: the peak memory is this model's alone.
-fn measure(
-    arch: &str,
-    preset: &str,
-    shapes: &str,
-    batch: i64,
-    overrides: &Table,
-    steps: usize,
-    ctx: &RunContext,
-) -> Result<Fill> {
+fn measure(m: &Measure, ctx: &RunContext) -> Result<Fill> {
     let mut cmd = Command::new(&ctx.exe);
-    cmd.args([
-        "bench-step",
-        "--arch",
-        arch,
-        "--preset",
-        preset,
-        "--shapes",
-        shapes,
-    ])
-    .args(["--batch", &batch.to_string(), "--steps", &steps.to_string()])
-    .args(["--device", &ctx.device]);
-    if !overrides.is_empty() {
-        cmd.args(["--overrides", &toml::to_string(overrides)?]);
+    cmd.args(["bench-step", "--arch", &m.arch, "--preset", &m.preset])
+        .args(["--shapes", &m.shapes, "--batch", &m.batch.to_string()])
+        .args(["--steps", &m.steps.to_string()])
+        .args(["--device", &ctx.device]);
+    if !m.overrides.is_empty() {
+        cmd.args(["--overrides", &toml::to_string(&m.overrides)?]);
     }
     if let Some(n) = ctx.threads {
         cmd.args(["--threads", &n.to_string()]);

@@ -210,9 +210,13 @@ fn commit() -> String {
 
 /// The current UTC time, `2026-11-24 13:05:00 UTC`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
+    utc(std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
+        .map_or(0, |d| d.as_secs()) as i64)
+}
+
+/// `secs` after the Unix epoch as a UTC date and time.
+fn utc(secs: i64) -> String {
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
     let z = days + 719_468;
@@ -241,7 +245,9 @@ mod tests {
         assert_eq!(clock(5.0), "5s");
         assert_eq!(clock(125.0), "2m05s");
         assert_eq!(clock(3723.0), "1h02m03s");
-        let now = utc_now();
-        assert!(now.ends_with(" UTC") && now.len() == 23, "{now}");
+        // Values from Python's calendar.timegm.
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_795_525_509), "2026-11-24 13:05:09 UTC");
+        assert_eq!(utc(951_868_799), "2000-02-29 23:59:59 UTC");
     }
 }

@@ -146,14 +146,18 @@ pub enum Work {
         strides: Vec<usize>,
     },
     /// `ono bench-step` in a process of its own (its peak memory is the process's).
-    Measure {
-        arch: String,
-        preset: String,
-        shapes: String,
-        batch: i64,
-        overrides: Table,
-        steps: usize,
-    },
+    Measure(Measure),
+}
+
+/// A timed training step: `ono bench-step`'s arguments.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Measure {
+    pub arch: String,
+    pub preset: String,
+    pub shapes: String,
+    pub batch: i64,
+    pub overrides: Table,
+    pub steps: usize,
 }
 
 /// One experiment: its folder under the output directory, its model (for `--models`) and work.
@@ -698,14 +702,14 @@ pub fn plan(profile: Profile, data: &DataPaths) -> Plan {
             &mut experiments,
             id.clone(),
             owner,
-            Work::Measure {
+            Work::Measure(Measure {
                 arch: arch.into(),
                 preset: preset.into(),
                 shapes: shapes.into(),
                 batch: 8,
                 overrides,
                 steps,
-            },
+            }),
             format!("random data at the shapes of ONO's `{shapes}` preset, batch 8"),
         );
         for (table, column, source) in [
@@ -1020,15 +1024,9 @@ mod tests {
                 }
             }
             for e in &p.experiments {
-                if let Work::Measure {
-                    arch,
-                    preset,
-                    overrides,
-                    ..
-                } = &e.work
-                {
-                    let base = ono_models::ModelConfig::preset(arch, preset).unwrap();
-                    let c = ono_train::config::with_overrides(&base, overrides, "overrides")
+                if let Work::Measure(m) = &e.work {
+                    let base = ono_models::ModelConfig::preset(&m.arch, &m.preset).unwrap();
+                    let c = ono_train::config::with_overrides(&base, &m.overrides, "overrides")
                         .unwrap_or_else(|err| panic!("{}: {err}", e.id));
                     c.validate().unwrap_or_else(|err| panic!("{}: {err}", e.id));
                 }

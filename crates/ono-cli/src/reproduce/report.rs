@@ -12,7 +12,7 @@ use ono_train::plots::{grouped_bars, line_chart, ChartSeries};
 use serde::Serialize;
 
 use super::execute::{write_json, Outcome, Status};
-use super::plan::{Cell, Plan, Profile, Source, Work, SEEN_STEPS};
+use super::plan::{Cell, Measure, Plan, Profile, Source, Work, SEEN_STEPS};
 use super::{clock, paper, Context};
 
 /// What a cell shows.
@@ -121,7 +121,7 @@ pub fn write_plan(out: &Path, profile: Profile, plan: &Plan) -> Result<()> {
     for e in &plan.experiments {
         let work = match &e.work {
             Work::Train { .. } => format!("`ono train {}/experiment.toml`", e.id),
-            Work::Measure { arch, preset, .. } => {
+            Work::Measure(Measure { arch, preset, .. }) => {
                 format!("`ono bench-step --arch {arch} --preset {preset}`")
             }
         };
