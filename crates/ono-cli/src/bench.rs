@@ -21,7 +21,7 @@ pub fn run(
     warmup: usize,
     threads: Option<i32>,
     dev: &str,
-    recompute: bool,
+    recompute: ono_models::Recompute,
     overrides: Option<&str>,
 ) -> Result<()> {
     let mut config = ModelConfig::preset(arch, preset)?;

@@ -139,10 +139,11 @@ enum Cmd {
         /// cpu, cuda or cuda:N.
         #[arg(long, default_value = "cpu")]
         device: String,
-        /// Recompute each block's activations in the backward pass (less memory, ~1 more
-        /// forward per step).
-        #[arg(long)]
-        recompute: bool,
+        /// How activations are kept: auto (the model's default), none, blocks (recompute each
+        /// block: least memory, one more forward) or selective (keep the products, recompute
+        /// the element-wise operations). `--recompute` alone means blocks.
+        #[arg(long, default_value = "auto", num_args = 0..=1, default_missing_value = "blocks")]
+        recompute: ono_models::Recompute,
         /// Fields of the preset to change, as TOML lines (`n_layers = 4`).
         #[arg(long)]
         overrides: Option<String>,

@@ -31,6 +31,7 @@ pub mod nsl_settings;
 pub mod ono;
 mod operator;
 pub mod pointwise;
+mod recompute;
 pub mod registry;
 pub mod transolver;
 pub mod ufno;
@@ -44,6 +45,7 @@ pub use operator::{
     plain_forward_backward, InputFunction, InputPart, LossError, LossFn, ModelInput, NeuralOperator,
 };
 pub use pointwise::{PointwiseMlp, PointwiseMlpConfig};
+pub use recompute::Recompute;
 pub use registry::{ModelConfig, ARCHS};
 
 /// Number of trainable scalars in a `VarStore` (buffers excluded), as PyTorch's

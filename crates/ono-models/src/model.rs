@@ -111,7 +111,7 @@ impl Model {
         &self,
         input: &ModelInput<'_>,
         loss: &mut LossFn<'_>,
-        recompute: bool,
+        recompute: crate::Recompute,
     ) -> Result<Tensor> {
         self.net.forward_backward(input, loss, recompute)
     }

@@ -10,7 +10,7 @@ use std::path::Path as FsPath;
 use tch::nn::VarStore;
 use tch::Tensor;
 
-use crate::{Error, Result};
+use crate::{Error, Recompute, Result};
 use ono_nn::weights::{self, NamedTensors};
 
 /// An input function sampled on its own points, as GNOT's branches take them.
@@ -162,26 +162,32 @@ pub trait NeuralOperator: std::fmt::Debug + Send {
     fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor>;
 
     /// One training forward and backward: every parameter's `.grad` gets d loss / d parameter
-    /// added; returns the loss, detached. `recompute` asks for activation recomputation (less
-    /// memory for more compute) where [`supports_recompute`](Self::supports_recompute).
+    /// added; returns the loss, detached. `recompute` selects how activations are kept (see
+    /// [`Recompute`]); `Auto` is [`default_recompute`](Self::default_recompute).
     fn forward_backward(
         &self,
         input: &ModelInput<'_>,
         loss: &mut LossFn<'_>,
-        recompute: bool,
+        recompute: Recompute,
     ) -> Result<Tensor> {
-        if recompute {
-            return Err(Error::Unsupported {
+        match recompute {
+            Recompute::None | Recompute::Auto => plain_forward_backward(self, input, loss),
+            other => Err(Error::Unsupported {
                 arch: self.arch(),
-                what: "activation recomputation",
-            });
+                what: unsupported_recompute(other),
+            }),
         }
-        plain_forward_backward(self, input, loss)
     }
 
-    /// Whether [`forward_backward`](Self::forward_backward) can recompute activations.
-    fn supports_recompute(&self) -> bool {
-        false
+    /// Whether [`forward_backward`](Self::forward_backward) runs in `mode`.
+    fn supports_recompute(&self, mode: Recompute) -> bool {
+        matches!(mode, Recompute::None | Recompute::Auto)
+    }
+
+    /// What `Recompute::Auto` means for this model (the measured best on CPU; see
+    /// docs/benchmarks.md).
+    fn default_recompute(&self) -> Recompute {
+        Recompute::None
     }
 
     /// Forgets running statistics (EMA covariances, BatchNorm statistics), as freshly built.
@@ -278,4 +284,13 @@ pub(crate) fn check_scalar(value: &Tensor) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The name of a recomputation mode an architecture lacks, for [`Error::Unsupported`].
+pub fn unsupported_recompute(mode: Recompute) -> &'static str {
+    match mode {
+        Recompute::Blocks => "block recomputation (recompute = \"blocks\")",
+        Recompute::Selective => "selective recomputation (recompute = \"selective\")",
+        Recompute::None | Recompute::Auto => "training",
+    }
 }

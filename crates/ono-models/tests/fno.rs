@@ -106,7 +106,9 @@ fn recomputation_gives_the_plain_gradients() {
         c.padding = vec![2, 3];
     }
     let model = Model::new(&cfg, Device::Cpu, Kind::Double).unwrap();
-    assert!(model.operator().supports_recompute());
+    assert!(model
+        .operator()
+        .supports_recompute(ono_models::Recompute::Blocks));
     let grid = [9i64, 11];
     let n = grid[0] * grid[1];
     tch::manual_seed(3);
@@ -116,7 +118,7 @@ fn recomputation_gives_the_plain_gradients() {
         .unwrap()
         .expand([2, n, 2], false);
     let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
-    let grads = |recompute: bool| {
+    let grads = |recompute: ono_models::Recompute| {
         let vars = model.var_store().trainable_variables();
         for v in &vars {
             let mut g = v.grad();
@@ -140,8 +142,8 @@ fn recomputation_gives_the_plain_gradients() {
             vars.iter().map(|v| v.grad().copy()).collect::<Vec<_>>(),
         )
     };
-    let (la, ga) = grads(false);
-    let (lb, gb) = grads(true);
+    let (la, ga) = grads(ono_models::Recompute::None);
+    let (lb, gb) = grads(ono_models::Recompute::Blocks);
     assert!((la - lb).abs() < 1e-12 * la.abs(), "{la} vs {lb}");
     for (a, b) in ga.iter().zip(&gb) {
         let err = (a - b).abs().max().double_value(&[]) / a.abs().max().double_value(&[]);

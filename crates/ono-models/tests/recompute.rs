@@ -21,6 +21,7 @@ fn sorted(vs: &VarStore) -> Vec<(String, Tensor)> {
 
 #[test]
 fn recomputation_matches_the_plain_backward() {
+    let _rng = ono_testing::torch_rng_lock();
     for (orth, time_input) in [
         (Orthogonalization::Orthonormal, false),
         (Orthogonalization::BatchNorm, true),
@@ -67,6 +68,113 @@ fn recomputation_matches_the_plain_backward() {
                 let err = (&ga - &gb).abs().max().double_value(&[]);
                 let scale = ga.abs().max().double_value(&[]).max(1e-12);
                 assert!(err <= 1e-10 * scale, "{orth:?} {na}: {err} vs {scale}");
+            }
+        }
+    }
+}
+
+/// Selective recomputation (hand-written backward of the products, GELU, softmaxes and the
+/// kernel) against autograd's plain backward, in f64, over every NN block and orthogonalization,
+/// two FFN ratios, a time input, and two steps (the EMA covariance in use from the second).
+#[test]
+fn selective_recomputation_matches_the_plain_backward() {
+    let _rng = ono_testing::torch_rng_lock();
+    let cases = [
+        (
+            NnBlock::LinearTransformer,
+            Orthogonalization::Orthonormal,
+            1,
+            false,
+            4,
+        ),
+        (
+            NnBlock::LinearTransformer,
+            Orthogonalization::BatchNorm,
+            2,
+            true,
+            2,
+        ),
+        (
+            NnBlock::LinearTransformer,
+            Orthogonalization::LayerNorm,
+            1,
+            false,
+            8,
+        ),
+        (
+            NnBlock::Nystrom,
+            Orthogonalization::Orthonormal,
+            2,
+            false,
+            4,
+        ),
+        (NnBlock::Galerkin, Orthogonalization::None, 1, false, 4),
+        (NnBlock::Softmax, Orthogonalization::Orthonormal, 1, true, 4),
+        (NnBlock::None, Orthogonalization::Orthonormal, 3, false, 4),
+    ];
+    for (nn_block, orth, mlp_ratio, time_input, heads) in cases {
+        let cfg = OnoConfig {
+            n_layers: 3,
+            n_hidden: 16,
+            n_head: heads,
+            psi_dim: 5,
+            mlp_ratio,
+            nn_block,
+            orthogonalization: orth,
+            time_input,
+            out_dim: 2,
+            ..OnoConfig::default()
+        };
+        let what = format!("{nn_block:?}/{orth:?}/ratio {mlp_ratio}/heads {heads}");
+        let opts = (Kind::Double, Device::Cpu);
+        let pos = Tensor::rand([3, 37, cfg.space_dim], opts);
+        let fx = Tensor::randn([3, 37, cfg.fun_dim], opts);
+        let y = Tensor::randn([3, 37, cfg.out_dim], opts);
+        let t = time_input.then(|| Tensor::rand([3, 1], opts));
+        let loss =
+            |p: &Tensor| -> ono_models::Result<Tensor> { Ok((p - &y).square().sum(Kind::Double)) };
+        let (vs_a, a) = build(&cfg, 7);
+        let (vs_b, b) = build(&cfg, 7);
+        assert!(b.supports_selective(), "{what}");
+        for step in 0..2 {
+            for (_, mut v) in vs_a.variables().into_iter().chain(vs_b.variables()) {
+                v.zero_grad();
+            }
+            let la = loss(&a.forward(&pos, &fx, t.as_ref(), true).unwrap()).unwrap();
+            la.backward();
+            let lb = b
+                .forward_backward_selective(&pos, &fx, t.as_ref(), loss)
+                .unwrap();
+            let (va, vb) = (la.double_value(&[]), lb.double_value(&[]));
+            assert!(
+                (va - vb).abs() <= 1e-12 * va.abs(),
+                "{what} step {step}: loss {va} vs {vb}"
+            );
+            // Gradients that vanish analytically (proj.bias under BatchNorm) are round-off:
+            // measured against the largest gradient of the model.
+            let global = sorted(&vs_a)
+                .iter()
+                .filter(|(_, v)| v.requires_grad())
+                .map(|(_, v)| v.grad().abs().max().double_value(&[]))
+                .fold(0.0, f64::max);
+            for ((na, va), (nb, vb)) in sorted(&vs_a).iter().zip(sorted(&vs_b).iter()) {
+                assert_eq!(na, nb);
+                if !va.requires_grad() {
+                    let err = (va.to_kind(Kind::Double) - vb.to_kind(Kind::Double))
+                        .abs()
+                        .max()
+                        .double_value(&[]);
+                    assert!(err <= 1e-12, "{what}: buffer {na} differs by {err}");
+                    continue;
+                }
+                let (ga, gb) = (va.grad(), vb.grad());
+                assert!(ga.defined() && gb.defined(), "{what} {na}: no gradient");
+                let err = (&ga - &gb).abs().max().double_value(&[]);
+                let scale = ga.abs().max().double_value(&[]).max(1e-6 * global);
+                assert!(
+                    err <= 1e-9 * scale,
+                    "{what} step {step} {na}: {err} vs {scale}"
+                );
             }
         }
     }

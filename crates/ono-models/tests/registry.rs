@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use ono_models::fixture::{check, Fixture};
 use ono_models::{
     io, ArchConfig, DataDims, Error, InputPart, LossError, Model, ModelConfig, ModelInput,
-    OnoConfig, PointwiseMlpConfig, ARCHS,
+    OnoConfig, PointwiseMlpConfig, Recompute, ARCHS,
 };
 use ono_testing::seeded;
 use tch::{Device, Kind, Tensor};
@@ -279,7 +279,9 @@ fn forward_backward_equals_forward_then_backward_and_keeps_the_callers_error() {
     loss.backward();
     let mut loss_of =
         |out: &Tensor| -> Result<Tensor, LossError> { Ok((out - &y).square().sum(Kind::Double)) };
-    let value = b.forward_backward(&input, &mut loss_of, false).unwrap();
+    let value = b
+        .forward_backward(&input, &mut loss_of, Recompute::None)
+        .unwrap();
     assert_eq!(value.double_value(&[]), loss.double_value(&[]));
     assert!(!value.requires_grad());
     let (va, vb) = (a.var_store().variables(), b.var_store().variables());
@@ -287,11 +289,14 @@ fn forward_backward_equals_forward_then_backward_and_keeps_the_callers_error() {
         assert!(t.grad().equal(&vb[name].grad()), "{name}");
     }
     // The MLP has nothing to recompute.
-    assert!(!b.operator().supports_recompute());
-    assert!(matches!(
-        b.forward_backward(&input, &mut loss_of, true),
-        Err(Error::Unsupported { .. })
-    ));
+    assert!(!b.operator().supports_recompute(Recompute::Blocks));
+    assert!(b.operator().supports_recompute(Recompute::Auto));
+    for mode in [Recompute::Blocks, Recompute::Selective] {
+        assert!(matches!(
+            b.forward_backward(&input, &mut loss_of, mode),
+            Err(Error::Unsupported { .. })
+        ));
+    }
     // The loss closure's own error comes back whole, as the source of Error::Loss.
     #[derive(Debug)]
     struct Mine;
@@ -302,7 +307,7 @@ fn forward_backward_equals_forward_then_backward_and_keeps_the_callers_error() {
     }
     impl std::error::Error for Mine {}
     let mut failing = |_: &Tensor| -> Result<Tensor, LossError> { Err(Box::new(Mine)) };
-    match b.forward_backward(&input, &mut failing, false) {
+    match b.forward_backward(&input, &mut failing, Recompute::None) {
         Err(Error::Loss(e)) => assert!(e.downcast_ref::<Mine>().is_some()),
         other => panic!("{other:?}"),
     }

@@ -127,6 +127,11 @@ impl Mlp {
     pub fn kind(&self) -> tch::Kind {
         self.pre.weight.kind()
     }
+
+    /// The two linears of a plain `Linear → GELU → Linear` (no hidden layers), else None.
+    pub(crate) fn two_layers(&self) -> Option<(&Linear, &Linear)> {
+        self.hidden.is_empty().then_some((&self.pre, &self.post))
+    }
 }
 
 /// `nn.Sequential(Linear(w₀, w₁), GELU, Linear(w₁, w₂), GELU, …)`: the linear layers at the even

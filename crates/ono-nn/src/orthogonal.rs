@@ -23,6 +23,9 @@ use crate::{Error, Result};
 use ono_kernels::ema::EmaCovariance;
 use ono_kernels::orthonormal::{psd_safe_cholesky, second_moment, whiten, whiten_explicit_inverse};
 
+mod selective;
+pub use selective::SavedBlock;
+
 /// How ψ is normalized before the kernel (the ablation of the paper's Table 6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -63,6 +63,16 @@ pub struct TransformerBlock {
 }
 
 impl TransformerBlock {
+    /// LN₁ and the attention (None in the "no NN block" ablation), LN₂ and the FFN: the parts
+    /// the selective recomputation differentiates by hand.
+    pub(crate) fn parts(&self) -> (Option<(&LayerNorm, &MultiHeadAttention)>, &LayerNorm, &Mlp) {
+        (
+            self.attention.as_ref().map(|(ln, a)| (ln, a)),
+            &self.ln_2,
+            &self.mlp,
+        )
+    }
+
     /// # Shapes
     /// - `x`: (B, N, dim)
     /// - returns: (B, N, dim)

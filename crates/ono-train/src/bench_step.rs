@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset};
+use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset, Recompute};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
@@ -126,8 +126,8 @@ pub struct StepReport {
     pub params: i64,
     /// Torch threads.
     pub threads: i32,
-    /// Whether activations were recomputed per block.
-    pub recompute: bool,
+    /// How activations were kept (`auto` resolved to the model's choice).
+    pub recompute: Recompute,
     /// The device.
     pub device: String,
 }
@@ -139,9 +139,8 @@ pub struct StepReport {
 /// Plasticity's twenty time steps are one frame / one step here, as the per-call cost the
 /// PyTorch figure was measured on).
 ///
-/// `recompute` trains through the model's recomputation hook (ONO: per-block activation
-/// recomputation, [`ono_models::Ono::forward_backward_recompute`]): less memory, one more
-/// forward per block.
+/// `recompute` selects how the model keeps activations ([`Recompute`]; `Auto` is the model's
+/// measured default).
 #[allow(clippy::too_many_arguments)]
 pub fn bench_step(
     config: &ModelConfig,
@@ -151,7 +150,7 @@ pub fn bench_step(
     steps: usize,
     warmup: usize,
     device: Device,
-    recompute: bool,
+    recompute: Recompute,
 ) -> Result<StepReport> {
     if steps == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
@@ -160,15 +159,19 @@ pub fn bench_step(
     config.set_data_dims(shapes.dims.clone());
     tch::manual_seed(0);
     let model = Model::new(&config, device, Kind::Float)?;
-    if recompute && !model.operator().supports_recompute() {
+    if !model.operator().supports_recompute(recompute) {
         return Err(Error::config(
             "--recompute",
             format!(
-                "the `{}` architecture has no activation recomputation",
+                "the `{}` architecture has no {recompute} mode",
                 model.arch()
             ),
         ));
     }
+    let recompute = match recompute {
+        Recompute::Auto => model.operator().default_recompute(),
+        other => other,
+    };
     let (hp, clip) = match recipe {
         StepRecipe::Ono => (
             AdamWConfig {

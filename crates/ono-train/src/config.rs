@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ono_data::benchmarks::{Benchmark, Layout};
 use ono_data::normalizer::NormalizerKind;
-use ono_models::{DataDims, ModelConfig};
+use ono_models::{DataDims, ModelConfig, Recompute};
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
@@ -34,10 +34,11 @@ pub struct TrainConfig {
     /// Train in float64 instead of float32.
     #[serde(default)]
     pub double: bool,
-    /// Recompute each block's activations during the backward pass: peak memory of one block
-    /// instead of all, for one more forward per step (steady regime).
-    #[serde(default)]
-    pub recompute: bool,
+    /// How activations are kept for the backward pass (`"auto"`, `"none"`, `"blocks"`,
+    /// `"selective"`; `true`/`false` as in earlier files mean blocks/none). Modes other than
+    /// none and auto need the steady regime; auto is plain in the other regimes.
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub recompute: Recompute,
     /// Where checkpoints, metrics and figures go (relative paths: to the config file).
     pub output_dir: PathBuf,
     /// The model.
@@ -671,4 +672,8 @@ pub fn parse_device(s: &str) -> std::result::Result<Device, String> {
             .map(Device::Cuda)
             .ok_or_else(|| format!("`{s}` is not cpu, cuda or cuda:N")),
     }
+}
+
+fn is_auto(r: &Recompute) -> bool {
+    *r == Recompute::Auto
 }

@@ -145,7 +145,7 @@ pub(crate) struct StepRunner<'a> {
     pub target_grid: Option<&'a [i64]>,
     pub clip: Option<f64>,
     pub loss: LossSpec,
-    pub recompute: bool,
+    pub recompute: ono_models::Recompute,
     pub teacher_forcing: bool,
     /// Time steps of the batch's targets.
     pub time_steps: i64,

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use ono_data::dataset::{epoch_order, mix, Split, TensorDataset};
 use ono_data::normalizer::{Normalizer, NormalizerKind};
-use ono_models::{DataDims, Model};
+use ono_models::{DataDims, Model, Recompute};
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
@@ -166,7 +166,7 @@ impl Trainer {
                 "space_time treats time as a grid axis and needs data on a grid",
             ));
         }
-        if cfg.recompute && regime != Regime::Steady {
+        if !matches!(cfg.recompute, Recompute::None | Recompute::Auto) && regime != Regime::Steady {
             return Err(Error::config(
                 "recompute",
                 "activation recomputation is implemented for the steady regime only",
@@ -249,12 +249,13 @@ impl Trainer {
         };
         tch::manual_seed(cfg.seed as i64);
         let model = Model::new(&model_cfg, device, kind)?;
-        if cfg.recompute && !model.operator().supports_recompute() {
+        if !model.operator().supports_recompute(cfg.recompute) {
             return Err(Error::config(
                 "recompute",
                 format!(
-                    "the `{}` architecture has no activation recomputation",
-                    model.arch()
+                    "the `{}` architecture has no {} mode",
+                    model.arch(),
+                    cfg.recompute
                 ),
             ));
         }
@@ -528,7 +529,12 @@ impl Trainer {
             target_grid: self.target_grid.as_deref(),
             clip: self.cfg.optimizer.max_grad_norm.filter(|&m| m > 0.0),
             loss: self.loss,
-            recompute: self.cfg.recompute,
+            // Auto is the model's choice in the steady regime; the others train plainly.
+            recompute: match (self.cfg.recompute, self.regime) {
+                (Recompute::Auto, Regime::Steady) => Recompute::Auto,
+                (Recompute::Auto, _) => Recompute::None,
+                (mode, _) => mode,
+            },
             teacher_forcing: self.cfg.data.teacher_forcing,
             time_steps: self.time_steps,
             time_axis: self.test_steps,

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use ono_data::dataset::{Split, TensorDataset};
-use ono_models::ModelConfig;
+use ono_models::{ModelConfig, Recompute};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::{Predictor, Trainer};
@@ -312,7 +312,7 @@ fn recompute_trains_like_the_plain_path() {
     let run = |out: &str, extra: &str| {
         let mut cfg = config(&dir, "s.safetensors", out, "normalize_y = \"unit\"");
         cfg.double = true;
-        cfg.recompute = extra == "recompute";
+        cfg.recompute = extra.parse().unwrap();
         let mut tr = Trainer::new(cfg, false).unwrap();
         tr.run(&Progress::Quiet).unwrap();
         let mut vars: Vec<(String, Tensor)> =
@@ -320,11 +320,13 @@ fn recompute_trains_like_the_plain_path() {
         vars.sort_by(|a, b| a.0.cmp(&b.0));
         vars
     };
-    let plain = run("plain", "");
-    let re = run("re", "recompute");
-    for ((n, a), (_, b)) in plain.iter().zip(&re) {
-        let err = (a - b).abs().max().double_value(&[]);
-        assert!(err < 1e-9, "{n}: {err}");
+    let plain = run("plain", "none");
+    for mode in ["blocks", "selective"] {
+        let re = run(mode, mode);
+        for ((n, a), (_, b)) in plain.iter().zip(&re) {
+            let err = (a - b).abs().max().double_value(&[]);
+            assert!(err < 1e-9, "{mode} {n}: {err}");
+        }
     }
 }
 
@@ -379,10 +381,11 @@ ono_testing::device_tests! {
         wave_dataset(&dir.join("wave.safetensors"), 8, 24, 3, 3);
         plasticity_dataset(&dir.join("pla.safetensors"));
         let cases = [
-            ("s.safetensors", "normalize_x = \"unit\"\nnormalize_y = \"gaussian\"", false),
-            ("s.safetensors", "normalize_y = \"unit\"", true),
-            ("wave.safetensors", "regime = \"autoregressive\"", false),
-            ("pla.safetensors", "regime = \"per_time_step\"\nnormalize_x = \"unit\"", false),
+            ("s.safetensors", "normalize_x = \"unit\"\nnormalize_y = \"gaussian\"", Recompute::None),
+            ("s.safetensors", "normalize_y = \"unit\"", Recompute::Blocks),
+            ("s.safetensors", "normalize_y = \"unit\"", Recompute::Selective),
+            ("wave.safetensors", "regime = \"autoregressive\"", Recompute::Auto),
+            ("pla.safetensors", "regime = \"per_time_step\"\nnormalize_x = \"unit\"", Recompute::None),
         ];
         for (i, (data, extra, recompute)) in cases.into_iter().enumerate() {
             let run = |device: Device, out: &str| {

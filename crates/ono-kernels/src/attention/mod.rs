@@ -24,7 +24,9 @@ pub use fourier::fourier;
 pub use galerkin::galerkin;
 pub use gnot::{gnot_cross, gnot_linear};
 pub use linear::linear_transformer;
-pub use nystrom::{moore_penrose_pinv, nystrom, nystrom_front_pad, NystromConfig};
+pub use nystrom::{
+    moore_penrose_pinv, nystrom, nystrom_front_pad, nystrom_with_pinv, NystromConfig,
+};
 pub use softmax::softmax;
 
 use tch::Tensor;

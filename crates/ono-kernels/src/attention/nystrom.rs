@@ -83,6 +83,25 @@ pub fn nystrom(
     cfg: &NystromConfig,
     mask: Option<&Tensor>,
 ) -> Result<Tensor> {
+    nystrom_with_pinv(q, k, v, cfg, mask, &mut |a| {
+        moore_penrose_pinv(a, cfg.pinv_iterations)
+    })
+}
+
+/// [`nystrom`] with the pseudo-inverse of the landmark attention (B, H, m, m) computed by
+/// `pinv`: selective recomputation keeps the Newton–Schulz iterations' graph from the forward
+/// pass and hands the stored result back when the rest is recomputed.
+///
+/// # Shapes
+/// - as [`nystrom`]; `pinv` maps (B, H, m, m) to (B, H, m, m)
+pub fn nystrom_with_pinv(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    cfg: &NystromConfig,
+    mask: Option<&Tensor>,
+    pinv: &mut dyn FnMut(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
     const OP: &str = "nystrom";
     let s = check_qkv(OP, q, k, v)?;
     if s.nq != s.nk {
@@ -174,7 +193,7 @@ pub fn nystrom(
     let attn1 = sim1.f_softmax(-1, q.kind())?;
     let attn2 = sim2.f_softmax(-1, q.kind())?;
     let attn3 = sim3.f_softmax(-1, q.kind())?;
-    let attn2_inv = moore_penrose_pinv(&attn2, cfg.pinv_iterations)?;
+    let attn2_inv = pinv(&attn2)?;
     // attn1 (attn2⁺ (attn3 v)) instead of the reference's (attn1 attn2⁺)(attn3 v): the same
     // product, but N·m·d instead of N·m² multiply-adds (at N = 7225, m = 256, d = 16: 16× fewer).
     let out = attn1.f_matmul(&attn2_inv.f_matmul(&attn3.f_matmul(&v)?)?)?;

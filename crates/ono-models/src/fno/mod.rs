@@ -285,17 +285,23 @@ impl<const D: usize> NeuralOperator for Fno<D> {
         &self,
         input: &ModelInput<'_>,
         loss: &mut crate::operator::LossFn<'_>,
-        recompute: bool,
+        recompute: crate::Recompute,
     ) -> Result<Tensor> {
-        if recompute {
-            self.forward_backward_recompute(input, loss)
-        } else {
-            crate::operator::plain_forward_backward(self, input, loss)
+        use crate::Recompute;
+        match recompute {
+            Recompute::Blocks => self.forward_backward_recompute(input, loss),
+            Recompute::None | Recompute::Auto => {
+                crate::operator::plain_forward_backward(self, input, loss)
+            }
+            Recompute::Selective => Err(crate::Error::Unsupported {
+                arch: self.arch(),
+                what: crate::operator::unsupported_recompute(recompute),
+            }),
         }
     }
 
-    fn supports_recompute(&self) -> bool {
-        true
+    fn supports_recompute(&self, mode: crate::Recompute) -> bool {
+        mode != crate::Recompute::Selective
     }
 
     /// The unused BatchNorms are never called; there is nothing to reset, but their buffers are

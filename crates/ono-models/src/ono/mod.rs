@@ -20,7 +20,10 @@ use tch::nn::{Path, VarStore};
 use tch::{Kind, Tensor};
 
 use crate::arch::{ArchConfig, DataDims};
-use crate::operator::{plain_forward_backward, InputPart, LossFn, ModelInput, NeuralOperator};
+use crate::operator::{
+    plain_forward_backward, unsupported_recompute, InputPart, LossFn, ModelInput, NeuralOperator,
+};
+use crate::Recompute;
 use crate::{Error, Result};
 use ono_nn::mlp::{Mlp, MlpConfig};
 use ono_nn::orthogonal::OrthogonalBlock;
@@ -178,19 +181,44 @@ impl NeuralOperator for Ono {
         &self,
         input: &ModelInput<'_>,
         loss: &mut LossFn<'_>,
-        recompute: bool,
+        recompute: Recompute,
     ) -> Result<Tensor> {
-        if !recompute {
+        let mode = match recompute {
+            Recompute::Auto => self.default_recompute(),
+            other => other,
+        };
+        if matches!(mode, Recompute::None | Recompute::Auto) {
             return plain_forward_backward(self, input, loss);
         }
         let fx = input_function(input, self.cfg.fun_dim)?;
-        self.forward_backward_recompute(input.pos, &fx, input.time, |out| {
-            loss(out).map_err(Error::Loss)
-        })
+        let loss = |out: &Tensor| loss(out).map_err(Error::Loss);
+        match mode {
+            Recompute::None | Recompute::Auto => unreachable!("returned above"),
+            Recompute::Blocks => self.forward_backward_recompute(input.pos, &fx, input.time, loss),
+            Recompute::Selective => {
+                if !self.supports_selective() {
+                    return Err(Error::Unsupported {
+                        arch: OnoConfig::ARCH,
+                        what: unsupported_recompute(mode),
+                    });
+                }
+                self.forward_backward_selective(input.pos, &fx, input.time, loss)
+            }
+        }
     }
 
-    fn supports_recompute(&self) -> bool {
-        true
+    fn supports_recompute(&self, mode: Recompute) -> bool {
+        mode != Recompute::Selective || self.supports_selective()
+    }
+
+    /// Selective recomputation where every block supports it: measured on CPU at the NS2d,
+    /// Darcy and Elasticity presets (docs/benchmarks.md).
+    fn default_recompute(&self) -> Recompute {
+        if self.supports_selective() {
+            Recompute::Selective
+        } else {
+            Recompute::None
+        }
     }
 
     fn reset_statistics(&self) -> Result<()> {

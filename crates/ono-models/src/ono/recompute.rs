@@ -49,18 +49,7 @@ impl Ono {
 
         // The loss on the output, differentiated down to the output only.
         let out = out.f_detach()?.f_set_requires_grad(true)?;
-        let value = tch::with_grad(|| -> Result<Tensor> {
-            let l = loss(&out)?;
-            if l.numel() != 1 {
-                return Err(Error::Shape {
-                    op: "forward_backward_recompute",
-                    expected: "a scalar loss".into(),
-                    got: l.size(),
-                });
-            }
-            l.f_backward()?;
-            Ok(l.f_detach()?)
-        })?;
+        let value = scalar_loss_backward(&out, loss)?;
         let mut grad_f = out.grad();
         let mut grad_x: Option<Tensor> = None;
 
@@ -86,14 +75,84 @@ impl Ono {
         }
 
         // Finally the encoder, which kept its graph.
-        tch::with_grad(|| -> Result<()> {
-            let mut s = f0.f_mul(&grad_f)?.f_sum(f0.kind())?;
-            if let Some(gx) = &grad_x {
-                s = s.f_add(&x0.f_mul(gx)?.f_sum(x0.kind())?)?;
-            }
-            s.f_backward()?;
-            Ok(())
-        })?;
+        encoder_backward(&x0, &f0, grad_x.as_ref(), &grad_f)?;
         Ok(value)
     }
+}
+
+impl Ono {
+    /// One training forward and backward with selective recomputation
+    /// ([`OrthogonalBlock::forward_saving`](ono_nn::orthogonal::OrthogonalBlock::forward_saving)):
+    /// each block keeps its matrix products' outputs and recomputes the element-wise operations in
+    /// a hand-written backward pass. Statistics are updated once, as by [`Ono::forward`]; the
+    /// output equals the plain path's and the gradients equal it up to the order of
+    /// floating-point accumulation. Returns the loss, detached.
+    ///
+    /// # Shapes
+    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim), `t`: (B, 1) when `time_input`
+    /// - returns: ()
+    pub fn forward_backward_selective(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        t: Option<&Tensor>,
+        loss: impl FnOnce(&Tensor) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let (x0, f0) = tch::with_grad(|| self.encode(pos, fx, t))?;
+        let blocks = self.blocks();
+        let mut saved = Vec::with_capacity(blocks.len());
+        let (mut x, mut f) = (x0.f_detach()?, f0.f_detach()?);
+        for block in blocks {
+            let (nx, nf, s) = block.forward_saving(&x, &f)?;
+            saved.push(s);
+            (x, f) = (nx, nf);
+        }
+        drop(x);
+        let out = f.f_detach()?.f_set_requires_grad(true)?;
+        let value = scalar_loss_backward(&out, loss)?;
+        let mut grad_f = out.grad();
+        let mut grad_x: Option<Tensor> = None;
+        for (block, s) in blocks.iter().zip(saved.drain(..).collect::<Vec<_>>()).rev() {
+            let (gx, gf) = block.backward_saved(s, grad_x.as_ref(), &grad_f)?;
+            (grad_x, grad_f) = (Some(gx), gf);
+        }
+        encoder_backward(&x0, &f0, grad_x.as_ref(), &grad_f)?;
+        Ok(value)
+    }
+
+    /// Whether every block can run [`Self::forward_backward_selective`].
+    pub fn supports_selective(&self) -> bool {
+        self.blocks().iter().all(|b| b.supports_selective())
+    }
+}
+
+/// The loss of `out` (a leaf), differentiated down to `out` only; returns it detached.
+fn scalar_loss_backward(
+    out: &Tensor,
+    loss: impl FnOnce(&Tensor) -> Result<Tensor>,
+) -> Result<Tensor> {
+    tch::with_grad(|| -> Result<Tensor> {
+        let l = loss(out)?;
+        if l.numel() != 1 {
+            return Err(Error::Shape {
+                op: "forward_backward",
+                expected: "a scalar loss".into(),
+                got: l.size(),
+            });
+        }
+        l.f_backward()?;
+        Ok(l.f_detach()?)
+    })
+}
+
+/// Back-propagates the two streams' gradients into the encoder, which kept its graph.
+fn encoder_backward(x0: &Tensor, f0: &Tensor, gx: Option<&Tensor>, gf: &Tensor) -> Result<()> {
+    tch::with_grad(|| -> Result<()> {
+        let mut s = f0.f_mul(gf)?.f_sum(f0.kind())?;
+        if let Some(gx) = gx {
+            s = s.f_add(&x0.f_mul(gx)?.f_sum(x0.kind())?)?;
+        }
+        s.f_backward()?;
+        Ok(())
+    })
 }

@@ -33,6 +33,14 @@ impl LinearTransformerAttention {
         }
     }
 
+    /// `to_q`, `to_k`, `to_v`, `to_out` and the number of heads.
+    pub(crate) fn parts(&self) -> ([&Linear; 4], i64) {
+        (
+            [&self.to_q, &self.to_k, &self.to_v, &self.to_out],
+            self.heads,
+        )
+    }
+
     /// # Shapes
     /// - `x`: (B, N, dim)
     /// - returns: (B, N, dim)

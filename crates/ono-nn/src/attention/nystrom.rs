@@ -6,7 +6,7 @@ use tch::Tensor;
 use super::{check_input, merge_heads, qkv_heads, AttentionConfig};
 use crate::linear::{Linear, LinearConfig};
 use crate::Result;
-use ono_kernels::attention::{nystrom, nystrom_front_pad, NystromConfig};
+use ono_kernels::attention::{nystrom_front_pad, nystrom_with_pinv, NystromConfig};
 
 /// `to_qkv`: Linear(dim, 3·H·d) without bias; `to_out.0`: Linear(H·d, dim);
 /// `res_conv`: Conv2d(H, H, (33, 1), groups H, no bias), PyTorch's default init.
@@ -52,11 +52,33 @@ impl NystromAttention {
     /// # Shapes
     /// - `x`: (B, N, dim)
     /// - returns: (B, N, dim)
+    /// The Newton–Schulz iterations of the pseudo-inverse.
+    pub fn pinv_iterations(&self) -> usize {
+        self.kernel.pinv_iterations
+    }
+
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let iterations = self.kernel.pinv_iterations;
+        self.forward_with_pinv(x, &mut |a| {
+            ono_kernels::attention::moore_penrose_pinv(a, iterations)
+        })
+    }
+
+    /// [`Self::forward`] with the landmark attention's pseudo-inverse computed by `pinv` (see
+    /// [`nystrom_with_pinv`]).
+    ///
+    /// # Shapes
+    /// - `x`: (B, N, dim); `pinv` maps (B, H, m, m) to (B, H, m, m)
+    /// - returns: (B, N, dim)
+    pub fn forward_with_pinv(
+        &self,
+        x: &Tensor,
+        pinv: &mut dyn FnMut(&Tensor) -> ono_kernels::Result<Tensor>,
+    ) -> Result<Tensor> {
         check_input("NystromAttention", x, self.dim)?;
         let n = x.size()[1];
         let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
-        let attn = nystrom(&q, &k, &v, &self.kernel, None)?;
+        let attn = nystrom_with_pinv(&q, &k, &v, &self.kernel, None, pinv)?;
         // The residual convolution runs over the front-padded sequence, so the first real tokens see
         // the padding's zeros, as in the reference; keep its last N rows.
         let padded = nystrom_front_pad(&v, self.kernel.landmarks)?;
