@@ -10,15 +10,17 @@ forward pass step by step); `--check` proves it is the reference's: it loads
 fixtures/fno/fno2d_small.safetensors (weights made by the unmodified upstream class) and
 compares output.eval, and it checks the Darcy configuration's parameter count, 2,368,001.
 
-Usage: python benches/pytorch/fno_step.py cpu|cuda [BATCH] [STEPS] [THREADS] [--check]
+Usage: python benches/pytorch/fno_step.py [cpu|cuda [BATCH [STEPS [THREADS]]]] [--warmup N] [--check]
 Needs torch and numpy.
 """
-import json, os, resource, statistics, sys, time
+import argparse, json
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import steplib
 
 
 class SpectralConv2d(nn.Module):
@@ -67,28 +69,8 @@ class FNO2d(nn.Module):
         return self.fc2(F.gelu(self.fc1(x)))
 
 
-def count_real(model):
-    return sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
-
-
-def load_safetensors(path):
-    """The float32 tensors of a safetensors file (8-byte header length, JSON header, raw data)."""
-    raw = open(path, "rb").read()
-    n = int.from_bytes(raw[:8], "little")
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for k, v in header.items():
-        if k == "__metadata__" or v["dtype"] != "F32":
-            continue
-        a, b = v["data_offsets"]
-        arr = np.frombuffer(raw[8 + n + a:8 + n + b], dtype="<f4").reshape(v["shape"])
-        out[k] = torch.from_numpy(arr.copy())
-    return out
-
-
 def check():
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "fno")
-    t = load_safetensors(os.path.join(root, "fno2d_small.safetensors"))
+    t, _ = steplib.fixture("fno", "fno2d_small")
     model = FNO2d(4, 4, 8)
     sd = {}
     for k, v in t.items():
@@ -101,51 +83,38 @@ def check():
     model.load_state_dict(sd)
     with torch.no_grad():
         out = model(t["input.x"])
-    err = ((out - t["output.eval"]).abs().max() / t["output.eval"].abs().max()).item()
+    err = steplib.normwise(out, t["output.eval"])
     assert err < 1e-5, f"output.eval differs: {err}"
-    assert count_real(FNO2d(12, 12, 32)) == 2368001
+    assert steplib.count(FNO2d(12, 12, 32)) == 2368001
     print(json.dumps({"check": "fno2d_small output.eval", "rel_err": err, "darcy_params": 2368001}))
 
 
-def main(device, batch=20, steps=5, threads=None, warmup=1):
-    if threads:
-        torch.set_num_threads(threads)
+def main(device, batch=20, steps=5, threads=None, warmup=None):
+    warmup = steplib.setup(argparse.Namespace(threads=threads, warmup=warmup, device=device))
     torch.manual_seed(0)
     model = FNO2d(12, 12, 32).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, weight_decay=1e-4)
     s = 85
     x = torch.randn(batch, s, s, 1, device=device)
     y = torch.randn(batch, s, s, 1, device=device)
-    times = []
-    for i in range(warmup + steps):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
+
+    def step():
         opt.zero_grad()
-        out = model(x)
-        d = (out - y).reshape(batch, -1)
-        loss = (torch.norm(d, 2, 1) / torch.norm(y.reshape(batch, -1), 2, 1)).sum()
-        loss.backward()
+        steplib.rel_l2_sum(model(x), y).backward()
         opt.step()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if i >= warmup:
-            times.append(time.perf_counter() - t0)
-    rep = {
-        "arch": "FNO2d (PyTorch)", "preset": "darcy", "batch": batch, "points": s * s,
-        "steps": steps, "median_s": statistics.median(times), "min_s": min(times),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "params": count_real(model), "threads": torch.get_num_threads(), "device": device,
-        "torch": torch.__version__,
-    }
-    if device == "cuda":
-        rep["cuda_peak_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
-    print(json.dumps(rep))
+    times = steplib.timed(step, device, steps, warmup)
+    steplib.report({"arch": "FNO2d (PyTorch)", "preset": "darcy", "batch": batch, "points": s * s,
+                    "params": steplib.count(model)}, times, device)
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if a != "--check"]
-    if "--check" in sys.argv:
+    p = argparse.ArgumentParser(description="FNO2d training steps at the Darcy shapes")
+    p.add_argument("device", nargs="?", choices=["cpu", "cuda"])
+    p.add_argument("ints", nargs="*", type=int, metavar="BATCH STEPS THREADS")
+    p.add_argument("--warmup", type=int, default=None)
+    p.add_argument("--check", action="store_true")
+    a = p.parse_args()
+    if a.check:
         check()
-    if args:
-        main(args[0], *[int(a) for a in args[1:4]])
+    if a.device:
+        main(a.device, *a.ints[:3], warmup=a.warmup)

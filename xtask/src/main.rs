@@ -4,6 +4,7 @@
 //! packages), then runs cargo with the environment that makes tch build and its binaries run.
 //! It deliberately does not depend on tch, so it compiles in seconds on a fresh clone.
 
+mod bench_compare;
 mod bench_report;
 mod system;
 mod torch;
@@ -57,6 +58,13 @@ enum Cmd {
     },
     /// Print criterion's saved results as markdown tables with the log-log slope against N.
     BenchReport,
+    /// Time the PyTorch original's training step and ours one after the other, in separate
+    /// processes, and print the time and memory ratios (docs/benchmarks.md).
+    ///
+    /// Sets up, installs the PyTorch side's pinned packages into the xtask's venv if missing,
+    /// builds the release `ono`, then for each (model, preset) runs `benches/pytorch/*_step.py`
+    /// and `ono bench-step` with the same steps, warm-up, threads and device.
+    BenchCompare(BenchCompareArgs),
     /// Print shell exports so that plain cargo works: `eval "$(cargo xtask env)"`.
     Env,
     /// Reproduce the ONO paper's tables: set up, build the release `ono` binary and run
@@ -74,6 +82,41 @@ enum Cmd {
         #[command(subcommand)]
         command: DataCmd,
     },
+}
+
+#[derive(clap::Args)]
+struct BenchCompareArgs {
+    /// Models, comma-separated: ono, fno, galerkin, gnot.
+    #[arg(long, value_delimiter = ',', default_value = "ono")]
+    models: Vec<String>,
+    /// Benchmark shapes, comma-separated (ono, gnot: darcy, ns2d, elasticity; fno, galerkin:
+    /// darcy); default: every one each model has.
+    #[arg(long, value_delimiter = ',')]
+    presets: Option<Vec<String>>,
+    /// Timed steps per process.
+    #[arg(long, default_value_t = 5)]
+    steps: usize,
+    /// Untimed warm-up steps per process (default: 1 on the CPU, 2 on CUDA).
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Rounds; PyTorch goes first in the odd ones, ours in the even ones.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Torch threads of both processes (and OMP_NUM_THREADS); default: all cores.
+    #[arg(long)]
+    threads: Option<usize>,
+    /// cpu or cuda (pick the GPU with CUDA_VISIBLE_DEVICES).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Ours' mode: default (no flag), plain (`--plain`) or recompute (`--recompute`).
+    #[arg(long, default_value = "default")]
+    mode: String,
+    /// Passed to ours as `--precision` (PyTorch stays float32).
+    #[arg(long)]
+    precision: Option<String>,
+    /// Also write every raw record and ratio to this JSON file.
+    #[arg(long)]
+    json: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -141,6 +184,7 @@ fn main() -> Result<()> {
             print!("{}", env.shell_exports());
             Ok(())
         }
+        Cmd::BenchCompare(a) => bench_compare(a),
         Cmd::Reproduce { args } => {
             let env = setup()?;
             let mut build = cargo(&env);
@@ -174,6 +218,59 @@ fn main() -> Result<()> {
             run(cmd)
         }
     }
+}
+
+fn bench_compare(a: BenchCompareArgs) -> Result<()> {
+    use bench_compare::{Options, RawOptions, Runner};
+    let o = Options::new(RawOptions {
+        models: a.models,
+        presets: a.presets,
+        steps: a.steps,
+        warmup: a.warmup,
+        rounds: a.rounds,
+        threads: a.threads,
+        device: a.device,
+        mode: a.mode,
+        precision: a.precision,
+        json: a.json,
+    })?;
+    let env = setup()?;
+    let python = env.python().context(
+        "bench-compare runs the PyTorch side with the Python of the libtorch in use, and \
+         LIBTORCH names no Python: unset LIBTORCH (xtask's own venv) or set LIBTORCH_USE_PYTORCH",
+    )?;
+    bench_compare::ensure_packages(python, env.managed())?;
+    let mut build = cargo(&env);
+    build.args(["build", "--release", "-p", "ono-cli", "--bin", "ono"]);
+    run(build)?;
+    let ono = target_dir().join("release").join("ono");
+    let mut help = Command::new(&ono);
+    env.apply(&mut help);
+    let help = help.args(["bench-step", "--help"]).output()?;
+    bench_compare::check_flags(&String::from_utf8_lossy(&help.stdout), &o)?;
+    let root = workspace_root();
+    let apply = |cmd: &mut Command| env.apply(cmd);
+    let machine = bench_compare::machine(o.cuda);
+    torch::say(format!("machine: {machine}"));
+    let rows = Runner {
+        root: &root,
+        ono: &ono,
+        python,
+        env: &apply,
+    }
+    .run(&o)?;
+    println!("machine: {machine}");
+    for r in &rows {
+        println!("round {}: PyTorch: {}", r.round + 1, r.pytorch.command);
+        println!("round {}: ours:    {}", r.round + 1, r.ours.command);
+    }
+    print!("{}", bench_compare::table(&rows, o.cuda));
+    if let Some(path) = &o.json {
+        let report = bench_compare::json_report(&rows, &o, &machine);
+        bench_compare::write_atomic(path, &serde_json::to_string_pretty(&report)?)?;
+        torch::say(format!("wrote {}", path.display()));
+    }
+    Ok(())
 }
 
 fn workspace_root() -> std::path::PathBuf {

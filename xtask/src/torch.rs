@@ -29,6 +29,10 @@ pub struct TorchEnv {
     origin: String,
     version: String,
     lib_dir: PathBuf,
+    /// The Python whose torch this is (none for a plain `LIBTORCH`).
+    python: Option<PathBuf>,
+    /// Whether that Python is xtask's own venv (so xtask may install into it).
+    managed: bool,
     /// Variables to set; `PATH` and `LD_LIBRARY_PATH` already include the inherited value.
     vars: Vec<(&'static str, OsString)>,
 }
@@ -46,8 +50,20 @@ impl TorchEnv {
             origin,
             version,
             lib_dir,
+            python: venv.map(|v| v.join("bin").join("python")),
+            managed: venv.is_some(),
             vars,
         }
+    }
+
+    /// The Python with this torch, for the PyTorch reference scripts.
+    pub fn python(&self) -> Option<&Path> {
+        self.python.as_deref()
+    }
+
+    /// Whether [`Self::python`] is xtask's own venv.
+    pub fn managed(&self) -> bool {
+        self.managed
     }
 
     pub fn apply(&self, cmd: &mut Command) {
@@ -130,12 +146,14 @@ fn user_pytorch() -> Result<TorchEnv> {
         "using the PyTorch of {} (LIBTORCH_USE_PYTORCH set; installing nothing)",
         python.display()
     ));
-    Ok(TorchEnv::new(
+    let mut env = TorchEnv::new(
         format!("LIBTORCH_USE_PYTORCH with {}", python.display()),
         version,
         lib_dir,
         None,
-    ))
+    );
+    env.python = Some(python);
+    Ok(env)
 }
 
 pub fn cache_dir() -> Result<PathBuf> {

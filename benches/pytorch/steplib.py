@@ -1,0 +1,171 @@
+"""What the PyTorch step scripts share: the command line, the fixture reader, the reference losses
+and the timing loop with its JSON line, so that every script times and reports a step the way
+`ono bench-step` does (one process, warm-up steps untimed, median and fastest step, peak RSS).
+"""
+import argparse, json, os, resource, statistics, time
+
+import numpy as np
+import torch
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fixtures")
+
+# The ONO presets' benchmark shapes, as `ono bench-step --shapes` has them
+# (crates/ono-train/src/bench_step.rs): batch, grid (or points), space_dim, fun_dim, out_dim.
+SHAPES = {
+    "darcy": dict(batch=4, grid=(85, 85), n=85 * 85, space_dim=2, fun_dim=1, out_dim=1, square=85),
+    "ns2d": dict(batch=8, grid=(64, 64), n=64 * 64, space_dim=2, fun_dim=10, out_dim=1, square=None),
+    "elasticity": dict(batch=8, grid=None, n=972, space_dim=1, fun_dim=2, out_dim=1, square=None),
+}
+
+
+def parser(doc, first, choices):
+    """The shared command line: FIRST DEVICE [STEPS] [THREADS], --warmup, --check."""
+    p = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    p.add_argument(first, nargs="?", choices=choices)
+    p.add_argument("device", nargs="?", choices=["cpu", "cuda"])
+    p.add_argument("steps", nargs="?", type=int, default=5)
+    p.add_argument("threads", nargs="?", type=int, default=None)
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed warm-up steps (default: 1 on the CPU, 2 on CUDA)")
+    p.add_argument("--check", action="store_true",
+                   help="reproduce the fixtures with the restated network first")
+    return p
+
+
+def load_safetensors(path):
+    """The tensors of a safetensors file (8-byte header length, JSON header, raw data)."""
+    dtypes = {"F32": "<f4", "F64": "<f8", "I64": "<i8"}
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__" or v["dtype"] not in dtypes:
+            continue
+        a, b = v["data_offsets"]
+        arr = np.frombuffer(raw[8 + n + a:8 + n + b], dtype=dtypes[v["dtype"]]).reshape(v["shape"])
+        out[k] = torch.from_numpy(arr.copy())
+    return out
+
+
+def fixture(folder, case):
+    """`fixtures/<folder>/<case>`: its tensors and its JSON sidecar."""
+    base = os.path.join(FIXTURES, folder, case)
+    with open(base + ".json") as f:
+        return load_safetensors(base + ".safetensors"), json.load(f)
+
+
+def normwise(a, b):
+    """max|a − b| / max|b|, the fixtures' error measure."""
+    return ((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
+
+
+def worst_grad(model, t, per_tensor=False):
+    """The largest gradient error over all parameters, relative to the largest reference gradient
+    of all (the ONO fixtures' measure) or, `per_tensor`, of the same tensor (the FNO, Galerkin and
+    GNOT fixtures')."""
+    if per_tensor:
+        return max(normwise(p.grad, t["grad." + n]) for n, p in model.named_parameters())
+    scale = max(t["grad." + n].abs().max().item() for n, _ in model.named_parameters())
+    return max((p.grad.double() - t["grad." + n].double()).abs().max().item()
+               for n, p in model.named_parameters()) / scale
+
+
+def compared(model, t, out_tol, grad_tol, per_tensor, **outputs):
+    """The errors of `outputs` (fixture key with "." spelled "_" → tensor) and of the model's
+    gradients against fixture `t`; fails beyond the tolerances."""
+    errs = {k.replace("_", "."): normwise(v.detach(), t[k.replace("_", ".")]) for k, v in outputs.items()}
+    grad_key = "grad (worst, per tensor)" if per_tensor else "grad (worst, over the largest)"
+    errs[grad_key] = worst_grad(model, t, per_tensor)
+    assert max(errs[k.replace("_", ".")] for k in outputs) <= out_tol, errs
+    assert errs[grad_key] <= grad_tol, errs
+    return errs
+
+
+def entry(args, first, check, main):
+    """`--check` first, then the timing when FIRST and DEVICE are given."""
+    if args.check:
+        check()
+    if getattr(args, first) and args.device:
+        main(args)
+
+
+def rel_l2_sum(p, y):
+    """Σ_b ‖p_b − y_b‖₂ / ‖y_b‖₂ (the reference scripts' `LpLoss(size_average=False)`)."""
+    b = p.shape[0]
+    p, y = p.reshape(b, -1), y.reshape(b, -1)
+    return (torch.norm(p - y, 2, 1) / torch.norm(y, 2, 1)).sum()
+
+
+def central_diff(x, s):
+    h = 1.0 / s
+    x = torch.nn.functional.pad(x, (1, 1, 1, 1))
+    dx = (x[:, 1:-1, 2:] - x[:, 1:-1, :-2]) / (2 * h)
+    dy = (x[:, 2:, 1:-1] - x[:, :-2, 1:-1]) / (2 * h)
+    return dx, dy
+
+
+def darcy_loss(p, y, s):
+    """ONO's Darcy loss: relative L2 plus 0.1 × the relative L2 of the central differences."""
+    b = p.shape[0]
+    l2 = rel_l2_sum(p, y)
+    p = p.reshape(b, s, s)[:, 1:-1, 1:-1]
+    p = torch.nn.functional.pad(p, (1, 1, 1, 1))
+    px, py = central_diff(p, s)
+    tx, ty = central_diff(y.reshape(b, s, s), s)
+    return l2 + 0.1 * (rel_l2_sum(px, tx) + rel_l2_sum(py, ty))
+
+
+def ono_loss(out, y, shapes):
+    """`ono bench-step`'s loss under its default (ono) recipe at these shapes."""
+    return darcy_loss(out, y, shapes["square"]) if shapes["square"] else rel_l2_sum(out, y)
+
+
+def ono_step(model, loss_of):
+    """The `ono` recipe's step: AdamW (lr 1e-3, weight decay 1e-5), clipping at 0.1."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-5)
+
+    def step():
+        opt.zero_grad()
+        loss_of().backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
+        opt.step()
+    return step
+
+
+def timed(step, device, steps, warmup):
+    """Seconds of each of `steps` calls of `step` after `warmup` untimed ones (synchronised on CUDA)."""
+    times = []
+    for i in range(warmup + steps):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= warmup:
+            times.append(time.perf_counter() - t)
+    return times
+
+
+def report(rec, times, device):
+    """Prints the JSON line: `rec` with the step times, peak RSS, threads and torch's CUDA peaks."""
+    rec = dict(rec, device=device, steps=len(times), median_s=statistics.median(times),
+               min_s=min(times), peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+               threads=torch.get_num_threads(), torch=torch.__version__)
+    if device == "cuda":
+        rec["peak_cuda_allocated_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        rec["peak_cuda_reserved_mb"] = torch.cuda.max_memory_reserved() / 2**20
+    print(json.dumps(rec), flush=True)
+
+
+def count(model):
+    """Real parameters (a complex one counts twice)."""
+    return sum(p.numel() * (2 if p.is_complex() else 1) for p in model.parameters())
+
+
+def setup(args):
+    """Threads and the warm-up count from the command line."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args.warmup if args.warmup is not None else (2 if args.device == "cuda" else 1)
