@@ -73,32 +73,37 @@ impl Model {
     }
 }
 
-/// Which of ours' training modes is timed.
+/// Which of ours' training modes is timed (`ono bench-step --recompute MODE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Ours' default: no flag.
+    /// Ours' default (`auto`: the model's measured choice): no flag.
     Default,
-    /// `--plain`.
-    Plain,
-    /// `--recompute`.
-    Recompute,
+    /// `--recompute none|blocks|selective`.
+    Recompute(&'static str),
 }
 
 impl Mode {
     fn parse(s: &str) -> Result<Self> {
         match s {
-            "default" => Ok(Mode::Default),
-            "plain" => Ok(Mode::Plain),
-            "recompute" => Ok(Mode::Recompute),
-            _ => bail!("--mode: `{s}` is not default, plain or recompute"),
+            "default" | "auto" => Ok(Mode::Default),
+            "none" | "plain" => Ok(Mode::Recompute("none")),
+            "blocks" | "recompute" => Ok(Mode::Recompute("blocks")),
+            "selective" => Ok(Mode::Recompute("selective")),
+            _ => bail!("--mode: `{s}` is not default, none, blocks or selective"),
         }
     }
 
     fn flag(self) -> Option<&'static str> {
         match self {
             Mode::Default => None,
-            Mode::Plain => Some("--plain"),
-            Mode::Recompute => Some("--recompute"),
+            Mode::Recompute(_) => Some("--recompute"),
+        }
+    }
+
+    fn args(self) -> Vec<String> {
+        match self {
+            Mode::Default => Vec::new(),
+            Mode::Recompute(m) => vec!["--recompute".into(), m.into()],
         }
     }
 }
@@ -256,7 +261,7 @@ impl Options {
             "--device".into(),
             self.device().into(),
         ];
-        rest.extend(self.mode.flag().map(String::from));
+        rest.extend(self.mode.args());
         if let Some(p) = &self.precision {
             rest.extend(["--precision".to_string(), p.clone()]);
         }
@@ -884,7 +889,7 @@ mod tests {
         assert_eq!(
             o.ours_args(Model::Gnot, "elasticity").join(" "),
             "bench-step --arch gnot --preset gnot --shapes elasticity --steps 3 --warmup 2 \
-             --threads 2 --device cuda --recompute --precision bf16"
+             --threads 2 --device cuda --recompute blocks --precision bf16"
         );
         assert_eq!(
             o.pytorch_args(Model::Gnot, "elasticity").join(" "),
@@ -960,8 +965,9 @@ mod tests {
         let mut r = raw(&["ono"], None);
         r.mode = "plain".into();
         let o = Options::new(r).unwrap();
-        assert!(check_flags("--recompute  Recompute", &o).is_err());
-        assert!(check_flags("--plain  --recompute", &o).is_ok());
+        assert_eq!(o.mode, Mode::Recompute("none"));
+        assert!(check_flags("--precision", &o).is_err());
+        assert!(check_flags("--recompute <RECOMPUTE>", &o).is_ok());
         let o = Options::new(raw(&["ono"], None)).unwrap();
         assert!(check_flags("", &o).is_ok());
     }

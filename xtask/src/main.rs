@@ -108,7 +108,8 @@ struct BenchCompareArgs {
     /// cpu or cuda (pick the GPU with CUDA_VISIBLE_DEVICES).
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// Ours' mode: default (no flag), plain (`--plain`) or recompute (`--recompute`).
+    /// Ours' mode: default (the model's `auto`), none, blocks or selective (passed as
+    /// `ono bench-step --recompute MODE`).
     #[arg(long, default_value = "default")]
     mode: String,
     /// Passed to ours as `--precision` (PyTorch stays float32).
