@@ -29,7 +29,14 @@ def parser(doc, first, choices):
                    help="untimed warm-up steps (default: 1 on the CPU, 2 on CUDA)")
     p.add_argument("--check", action="store_true",
                    help="reproduce the fixtures with the restated network first")
+    p.add_argument("--precision", choices=["f32", "bf16", "f16"], default="f32",
+                   help="bf16/f16: forward and loss under torch.autocast (f16 with a GradScaler), "
+                        "the counterpart of `ono bench-step --precision`")
     return p
+
+
+# Set by `setup` from --precision: the autocast dtype of the timed steps (None: float32).
+AUTOCAST = None
 
 
 def load_safetensors(path):
@@ -122,14 +129,30 @@ def ono_loss(out, y, shapes):
 
 
 def ono_step(model, loss_of):
-    """The `ono` recipe's step: AdamW (lr 1e-3, weight decay 1e-5), clipping at 0.1."""
+    """The `ono` recipe's step: AdamW (lr 1e-3, weight decay 1e-5), clipping at 0.1; under
+    --precision bf16/f16 the forward and the loss run in torch.autocast (f16 with a GradScaler)."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-5)
+    device = next(model.parameters()).device.type
+    scaler = torch.amp.GradScaler(device) if AUTOCAST == torch.float16 else None
 
     def step():
         opt.zero_grad()
-        loss_of().backward()
+        if AUTOCAST is None:
+            loss_of().backward()
+        else:
+            with torch.autocast(device, dtype=AUTOCAST):
+                loss = loss_of()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+            else:
+                loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.1)
-        opt.step()
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
     return step
 
 
@@ -150,7 +173,9 @@ def timed(step, device, steps, warmup):
 
 def report(rec, times, device):
     """Prints the JSON line: `rec` with the step times, peak RSS, threads and torch's CUDA peaks."""
-    rec = dict(rec, device=device, steps=len(times), median_s=statistics.median(times),
+    rec = dict(rec, device=device, precision={None: "f32", torch.bfloat16: "bf16",
+                                              torch.float16: "f16"}[AUTOCAST],
+               steps=len(times), median_s=statistics.median(times),
                min_s=min(times), peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                threads=torch.get_num_threads(), torch=torch.__version__)
     if device == "cuda":
@@ -166,6 +191,8 @@ def count(model):
 
 def setup(args):
     """Threads and the warm-up count from the command line."""
+    global AUTOCAST
+    AUTOCAST = {"f32": None, "bf16": torch.bfloat16, "f16": torch.float16}[args.precision]
     if args.threads:
         torch.set_num_threads(args.threads)
     return args.warmup if args.warmup is not None else (2 if args.device == "cuda" else 1)

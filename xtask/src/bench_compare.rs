@@ -205,8 +205,13 @@ impl Options {
         }
         if let Some(p) = &raw.precision {
             ensure!(
-                !p.is_empty() && !p.starts_with('-'),
-                "--precision: `{p}` is not a precision name"
+                ["f32", "bf16", "f16"].contains(&p.as_str()),
+                "--precision: `{p}` is not f32, bf16 or f16"
+            );
+            // fno_step.py's loop has no autocast: a reduced precision would time ours only.
+            ensure!(
+                p == "f32" || !models.contains(&Model::Fno),
+                "--precision {p}: the FNO reference step has no autocast; time fno in f32"
             );
         }
         Ok(Self {
@@ -309,6 +314,10 @@ impl Options {
         a.extend(common);
         if model == Model::Gnot {
             a.extend(["--preset".to_string(), "gnot".into()]);
+        }
+        // The same mixed precision on the PyTorch side: torch.autocast (steplib.ono_step).
+        if let Some(p) = &self.precision {
+            a.extend(["--precision".to_string(), p.clone()]);
         }
         a
     }
@@ -893,7 +902,8 @@ mod tests {
         );
         assert_eq!(
             o.pytorch_args(Model::Gnot, "elasticity").join(" "),
-            "benches/pytorch/gnot_step.py elasticity cuda 3 2 --warmup 2 --preset gnot"
+            "benches/pytorch/gnot_step.py elasticity cuda 3 2 --warmup 2 --preset gnot \
+             --precision bf16"
         );
         let o = Options::new(raw(&["fno"], None)).unwrap();
         assert_eq!(
