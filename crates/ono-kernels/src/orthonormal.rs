@@ -112,51 +112,46 @@ pub fn psd_safe_cholesky_device(a: &Tensor) -> Result<(Tensor, Tensor)> {
             msg: format!("needs a floating-point matrix, got {:?}", a.kind()),
         });
     }
-    let k = size[size.len() - 1];
-    let shifts = jitter_shifts(a.kind(), a.device(), k)?;
-    // (T, 1, …, 1, k, k): one shift per candidate, broadcast over the batch of A.
-    let mut view = vec![TRIES_WITH_PLAIN];
-    view.extend(std::iter::repeat_n(1, size.len() - 2));
-    view.extend([k, k]);
-    let (index, status) = tch::no_grad(|| -> Result<(Tensor, Tensor)> {
-        let a = a.f_detach()?;
-        let candidates = a.f_unsqueeze(0)?.f_add(&shifts.f_view(view.as_slice())?)?;
-        let (l, info) = candidates.f_linalg_cholesky_ex(false, false)?;
-        let ok = info
-            .f_reshape([TRIES_WITH_PLAIN, -1])?
-            .f_eq(0)?
-            .f_all_dim(1, false)?
-            .f_logical_and(
-                &l.f_isfinite()?
-                    .f_reshape([TRIES_WITH_PLAIN, -1])?
-                    .f_all_dim(1, false)?,
-            )?;
-        // argmax gives the first maximum: the first successful candidate (0 when none is).
-        let index = ok.f_to_kind(Kind::Uint8)?.f_argmax(0, false)?;
-        let finite = a.f_isfinite()?.f_all()?;
-        let status = index
-            .f_masked_fill(&ok.f_any()?.f_logical_not()?, STATUS_NOT_PD)?
-            .f_masked_fill(&finite.f_logical_not()?, STATUS_NON_FINITE)?;
-        Ok((index, status))
+    let shifts = jitter_shifts(a.kind(), a.device(), size.len(), size[size.len() - 1])?;
+    // Few, fused operations: on the CPU each costs microseconds of dispatch, more than the
+    // factorizations of k ≤ 32 themselves.
+    let (ok, index) = tch::no_grad(|| -> Result<(Tensor, Tensor)> {
+        // (T, ..., k, k): the shifts broadcast over the batch of A.
+        let (l, info) = a.f_add(&shifts)?.f_linalg_cholesky_ex(false, false)?;
+        let ok = succeeded(&l, &info, 1)?;
+        // The first maximum: the first successful candidate (index 0 and false when none is).
+        Ok(ok.f_max_dim(0, false)?)
     })?;
-    let shift = shifts
-        .f_index_select(0, &index.f_reshape([1])?)?
-        .f_view([k, k])?;
-    let (l, info) = a.f_add(&shift)?.f_linalg_cholesky_ex(false, false)?;
-    // The chosen candidate is refactorized on its own; should that disagree with the batch (a
-    // GPU may factorize batches with another kernel), it fails rather than pass unchecked.
-    let again = info
-        .f_eq(0)?
-        .f_all()?
-        .f_logical_and(&l.f_isfinite()?.f_all()?)?;
-    let status = status.f_masked_fill(
-        &again
-            .f_logical_not()?
-            .f_logical_and(&status.f_le(JITTER_TRIES as i64)?)?,
-        STATUS_NOT_PD,
-    )?;
-    let l = l.f_masked_fill(&status.f_gt(JITTER_TRIES as i64)?, f64::NAN)?;
-    Ok((l, status))
+    let (l, info) = a
+        .f_add(&shifts.f_index(&[Some(&index)])?)?
+        .f_linalg_cholesky_ex(false, false)?;
+    // The chosen candidate is factorized again on its own. The CPU runs the same LAPACK call per
+    // matrix of a batch, so the verdict stands; a GPU may factorize batches with another kernel,
+    // so there a disagreement fails rather than pass unchecked.
+    let good = match a.device() {
+        Device::Cpu => ok,
+        _ => ok.f_logical_and(&succeeded(&l, &info, 0)?)?,
+    };
+    let finite = a.f_isfinite()?.f_all()?;
+    let status = index
+        .f_where_scalarother(&good, STATUS_NOT_PD)?
+        .f_where_scalarother(&finite, STATUS_NON_FINITE)?;
+    Ok((l.f_where_scalarother(&good, f64::NAN)?, status))
+}
+
+/// Per factorization along the first `lead` dimensions: the whole batch behind it succeeded and
+/// gave a finite factor. One expression: 0·Σ L is NaN exactly when L holds NaN or ±Inf (or when
+/// its sum overflows, a factor beyond any use), and LAPACK's `info` is never negative here.
+fn succeeded(l: &Tensor, info: &Tensor, lead: usize) -> Result<Tensor> {
+    let rest = |t: &Tensor| -> Vec<i64> { (lead as i64..t.dim() as i64).collect() };
+    let info = match rest(info).as_slice() {
+        [] => info.shallow_clone(),
+        dims => info.f_sum_dim_intlist(dims, false, Kind::Int64)?,
+    };
+    Ok(l.f_sum_dim_intlist(rest(l).as_slice(), false, l.kind())?
+        .f_mul_scalar(0)?
+        .f_add(&info)?
+        .f_eq(0)?)
 }
 
 const TRIES_WITH_PLAIN: i64 = JITTER_TRIES as i64 + 1;
@@ -196,29 +191,35 @@ pub fn cholesky_fault_error(fault: i64, kind: Kind) -> Error {
     }
 }
 
-/// The diagonal shifts j_i·I of every candidate, (T, k, k) of `kind` on `device`: built once per
-/// (dtype, device, k) and kept, so that a call uploads nothing (an upload waits for the GPU). The
-/// jitter is rounded to the dtype as `eye · jitter` rounds it, which the reference computes.
-fn jitter_shifts(kind: Kind, device: Device, k: i64) -> Result<Tensor> {
-    type Cache = Mutex<Vec<((Kind, Device, i64), Tensor)>>;
+/// The diagonal shifts j_i·I of every candidate for a matrix of `rank` dimensions, (T, 1, …, 1,
+/// k, k) of `kind` on `device`: built once per (dtype, device, rank, k) and kept, so that a call
+/// uploads nothing (an upload waits for the GPU). The jitter is rounded to the dtype as
+/// `eye · jitter` rounds it, which the reference computes.
+fn jitter_shifts(kind: Kind, device: Device, rank: usize, k: i64) -> Result<Tensor> {
+    type Cache = Mutex<Vec<((Kind, Device, usize, i64), Tensor)>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (kind, device, rank, k);
     let mut cache = CACHE
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    if let Some((_, t)) = cache.iter().find(|(key, _)| *key == (kind, device, k)) {
+    if let Some((_, t)) = cache.iter().find(|(c, _)| *c == key) {
         return Ok(t.shallow_clone());
     }
     let jitters: Vec<f64> = (0..TRIES_WITH_PLAIN).map(|i| jitter_of(i, kind)).collect();
+    let mut shape = vec![TRIES_WITH_PLAIN];
+    shape.extend(std::iter::repeat_n(1, rank - 2));
+    shape.extend([k, k]);
     let shifts = tch::no_grad(|| -> Result<Tensor> {
         let eye = Tensor::f_eye(k, (Kind::Double, Device::Cpu))?;
         Ok(Tensor::from_slice(&jitters)
             .f_view([TRIES_WITH_PLAIN, 1, 1])?
             .f_mul(&eye)?
+            .f_view(shape.as_slice())?
             .f_to_kind(kind)?
             .f_to_device(device)?)
     })?;
-    cache.push(((kind, device, k), shifts.shallow_clone()));
+    cache.push((key, shifts.shallow_clone()));
     Ok(shifts)
 }
 

@@ -423,14 +423,27 @@ impl Trainer {
                 self.cfg.seed,
                 epoch,
             );
+            // The epoch's order goes to the device once; each batch narrows it (an upload per
+            // batch would wait for the queued steps).
+            let order =
+                Tensor::f_from_slice(&batches.concat())?.f_to_device(self.train.fx.device())?;
+            let starts: Vec<i64> = batches
+                .iter()
+                .scan(0, |start, b| {
+                    *start += b.len() as i64;
+                    Some(*start - b.len() as i64)
+                })
+                .collect();
             let mut lr = 0.0;
             while (self.state.batch_in_epoch as usize) < batches.len() {
-                let idx = &batches[self.state.batch_in_epoch as usize];
+                let i = self.state.batch_in_epoch as usize;
+                let idx = &batches[i];
+                let idx_on_device = order.f_narrow(0, starts[i], idx.len() as i64)?;
                 let reads = host::host_reads();
                 let result = {
                     let _deferred = self.health.enter(self.state.global_step);
                     // Gradients on even when the caller runs inside `no_grad`.
-                    tch::with_grad(|| self.train_batch(idx))
+                    tch::with_grad(|| self.train_batch(idx, &idx_on_device))
                 };
                 self.reads.in_steps += host::host_reads() - reads;
                 self.unchecked = true;
@@ -533,8 +546,9 @@ impl Trainer {
         })
     }
 
-    /// One batch (one or, per time step, T optimizer steps). Returns the lr used.
-    fn train_batch(&mut self, idx: &[i64]) -> Result<f64> {
+    /// One batch (one or, per time step, T optimizer steps) of the samples `idx` (also given on
+    /// the device). Returns the lr used.
+    fn train_batch(&mut self, idx: &[i64], idx_on_device: &Tensor) -> Result<f64> {
         let step = self.state.global_step;
         let (lr, beta1) = match &self.schedule {
             Some(s) => {
@@ -556,7 +570,9 @@ impl Trainer {
             self.opt.set_beta1(b1);
         }
         tch::manual_seed(mix(self.cfg.seed, step.wrapping_add(1 << 40)) as i64);
-        let batch = self.train.batch(idx, self.device, self.kind)?;
+        let batch = self
+            .train
+            .batch_at(idx, idx_on_device, self.device, self.kind)?;
         let mut runner = StepRunner {
             model: &self.model,
             opt: &mut self.opt,

@@ -4,40 +4,18 @@
 //! reads once. A failed check inside a step still reaches the user as the typed error, at the
 //! next check, with the step it happened at.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use ono_data::dataset::{Split, TensorDataset};
 use ono_models::{ModelConfig, Preset};
 use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::{Error, HostReads, Trainer};
-use tch::{Device, Kind, Tensor};
+use tch::Device;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-host-reads-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// `y` a pointwise function of `fx` on 20 points, `s` training samples.
-fn steady_dataset(path: &Path, s: i64) {
-    let make = |s: i64| {
-        let fx = Tensor::randn([s, 20, 1], (Kind::Float, Device::Cpu));
-        let y = &fx * 2.0 + fx.square() + 1.0;
-        let pos = Tensor::linspace(0.0, 1.0, 20, (Kind::Float, Device::Cpu)).view([1, 20, 1]);
-        Split::new(fx, y, pos)
-    };
-    TensorDataset {
-        train: make(s),
-        test: make(4),
-        grid: None,
-        query_grid: None,
-    }
-    .write(path)
-    .unwrap();
-}
+use common::{steady_dataset, temp_dir};
 
 /// ONO (two orthogonal blocks: two Cholesky factorizations per forward) on 12 samples, 2 per
 /// step, the loss read every 2 steps.
@@ -73,13 +51,19 @@ panels = 0
     TrainConfig::from_toml(&text).unwrap()
 }
 
+/// A fresh folder with the data set `s.safetensors` (12 training samples); the torch seed reset.
+fn data_dir(name: &str) -> PathBuf {
+    ono_testing::init();
+    tch::manual_seed(0);
+    let dir = temp_dir(name);
+    steady_dataset(&dir.join("s.safetensors"), 12);
+    dir
+}
+
 #[test]
 fn training_steps_read_nothing_and_each_logging_interval_reads_once() {
     let _rng = ono_testing::torch_rng_lock();
-    ono_testing::init();
-    tch::manual_seed(0);
-    let dir = temp_dir("steps");
-    steady_dataset(&dir.join("s.safetensors"), 12);
+    let dir = data_dir("host-reads-steps");
     for (out, extra) in [("plain", ""), ("recompute", "recompute = true")] {
         let mut tr = Trainer::new(config(&dir, out, extra), false).unwrap();
         let s = tr.run(&Progress::Quiet).unwrap();
@@ -102,10 +86,7 @@ fn training_steps_read_nothing_and_each_logging_interval_reads_once() {
 #[test]
 fn a_failed_factorization_is_the_typed_error_at_the_next_check() {
     let _rng = ono_testing::torch_rng_lock();
-    ono_testing::init();
-    tch::manual_seed(0);
-    let dir = temp_dir("nan");
-    steady_dataset(&dir.join("s.safetensors"), 12);
+    let dir = data_dir("host-reads-nan");
     let mut tr = Trainer::new(config(&dir, "run", ""), false).unwrap();
     // A NaN weight in the eigenfunction projection of the first block: its covariance is NaN
     // from the first step on (the loss too, but the failed check names the cause).
