@@ -83,9 +83,10 @@ pub const STATUS_NON_FINITE: i64 = JITTER_TRIES as i64 + 2;
 ///
 /// The candidates A + j_i·I, j_0 = 0 and j_i = `base_jitter`·10^(i−1) for i = 1…[`JITTER_TRIES`],
 /// are factorized as one batch (without a graph); the first whose factorization succeeded over the
-/// whole batch of A and whose factor is finite is chosen by a device-side argmax, and factorized
-/// once more with the graph, so that the value and the gradient reaching A are those of the
-/// reference's first successful attempt (the same computation on the same input).
+/// whole batch of A and whose factor is finite is chosen on the device (the first maximum of the
+/// verdicts), and factorized once more with the graph, so that the value and the gradient reaching
+/// A are those of the reference's first successful attempt (the same computation on the same
+/// input).
 ///
 /// `status` (0-dim int64) is the index i of the candidate used (0: no jitter; the jitter is
 /// [`jitter_of`]), [`STATUS_NOT_PD`] or [`STATUS_NON_FINITE`]; in those two cases the factor is all
@@ -133,6 +134,7 @@ pub fn psd_safe_cholesky_device(a: &Tensor) -> Result<(Tensor, Tensor)> {
         _ => ok.f_logical_and(&succeeded(&l, &info, 0)?)?,
     };
     let finite = a.f_isfinite()?.f_all()?;
+    let good = good.f_logical_and(&finite)?;
     let status = index
         .f_where_scalarother(&good, STATUS_NOT_PD)?
         .f_where_scalarother(&finite, STATUS_NON_FINITE)?;
