@@ -7,10 +7,10 @@
 //! 32; the spectral multiply as FNO-2D layers on s×s grids with N = s².
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use ono_benches::{bench_device, sync};
+use ono_benches::{bench_device, forward_backward, timed};
 use ono_kernels::attention::{
     fourier, galerkin, gnot_linear, linear_transformer, nystrom, softmax, NystromConfig,
 };
@@ -63,24 +63,9 @@ fn bench_both(
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2));
     g.bench_with_input(BenchmarkId::new(name, n), &leaves, |bench, leaves| {
-        bench.iter_custom(|iters| {
-            timed(dev, iters, || {
-                let loss = f(leaves).sum(Kind::Float);
-                black_box(Tensor::run_backward(&[loss], leaves, false, false))
-            })
-        })
+        bench.iter_custom(|iters| timed(dev, iters, || black_box(forward_backward(f, leaves))))
     });
     g.finish();
-}
-
-fn timed<T>(dev: Device, iters: u64, mut f: impl FnMut() -> T) -> Duration {
-    sync(dev);
-    let start = Instant::now();
-    for _ in 0..iters {
-        drop(f());
-    }
-    sync(dev);
-    start.elapsed()
 }
 
 fn randn(shape: &[i64], dev: Device) -> Tensor {

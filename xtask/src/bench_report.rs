@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-/// One measurement: (group, function, N) → median time in nanoseconds.
-type Table = BTreeMap<String, BTreeMap<String, BTreeMap<i64, f64>>>;
+/// One measurement: (group, function, N) → time in nanoseconds.
+pub type Table = BTreeMap<String, BTreeMap<String, BTreeMap<i64, f64>>>;
 
 pub fn report(criterion_dir: &Path) -> Result<String> {
     let mut table = Table::new();
@@ -30,12 +30,7 @@ pub fn report(criterion_dir: &Path) -> Result<String> {
         let median = estimates["median"]["point_estimate"]
             .as_f64()
             .with_context(|| format!("no median in {}", bench.display()))?;
-        table
-            .entry(group.to_owned())
-            .or_default()
-            .entry(function.to_owned())
-            .or_default()
-            .insert(n, median);
+        insert(&mut table, group, function, n, median);
     }
     if table.is_empty() {
         bail!(
@@ -43,8 +38,84 @@ pub fn report(criterion_dir: &Path) -> Result<String> {
             criterion_dir.display()
         );
     }
+    Ok(render(&table))
+}
+
+fn insert(table: &mut Table, group: &str, function: &str, n: i64, ns: f64) {
+    table
+        .entry(group.to_owned())
+        .or_default()
+        .entry(function.to_owned())
+        .or_default()
+        .insert(n, ns);
+}
+
+/// The JSON document of the `slopes` program as markdown: the machine, the shapes and rounds,
+/// then [`render`]'s tables of the minimum times.
+pub fn slopes_report(json: &[u8]) -> Result<String> {
+    let doc: Value = serde_json::from_slice(json).context("parsing the output of slopes")?;
+    let mut out = String::from("| machine | |\n|---|---|\n");
+    for (k, v) in doc["machine"].as_object().context("no machine facts")? {
+        let _ = writeln!(out, "| {k} | {} |", v.as_str().unwrap_or_default());
+    }
+    let shape = &doc["shape"];
+    let _ = writeln!(
+        out,
+        "\nB = {}, H = {}, d = {}, {}; the {} of {} rounds (sizes shuffled per round, seed {}).",
+        shape["batch"],
+        shape["heads"],
+        shape["dim"],
+        shape["dtype"].as_str().unwrap_or_default(),
+        doc["statistic"].as_str().unwrap_or_default(),
+        doc["rounds"],
+        doc["seed"]
+    );
+    let mut table = Table::new();
+    // The largest max/min ratio of one measurement's samples: how quiet the machine was.
+    let mut spread: Option<(f64, String)> = None;
+    for r in doc["results"].as_array().context("no results")? {
+        let samples: Vec<f64> = r["samples_ns"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        if let (Some(max), Some(min)) = (
+            samples.iter().copied().reduce(f64::max),
+            samples.iter().copied().reduce(f64::min),
+        ) {
+            let ratio = max / min;
+            if spread.as_ref().is_none_or(|(s, _)| ratio > *s) {
+                let name = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+                spread = Some((
+                    ratio,
+                    format!("{} {} N = {}", name("group"), name("kernel"), r["n"]),
+                ));
+            }
+        }
+        let (Some(group), Some(kernel), Some(n), Some(t)) = (
+            r["group"].as_str(),
+            r["kernel"].as_str(),
+            r["n"].as_i64(),
+            r["min_ns"].as_f64(),
+        ) else {
+            bail!("a result without group, kernel, n or min_ns: {r}");
+        };
+        insert(&mut table, group, kernel, n, t);
+    }
+    out.push_str(&render(&table));
+    if let Some((ratio, at)) = spread {
+        let _ = writeln!(
+            out,
+            "\nLargest spread of one measurement's samples (max / min): {ratio:.2} ({at})."
+        );
+    }
+    Ok(out)
+}
+
+/// Markdown tables, one per group: a row per function with its time at every N, the
+/// least-squares log-log slope and the slopes between neighbouring N.
+pub fn render(table: &Table) -> String {
     let mut out = String::new();
-    for (group, rows) in &table {
+    for (group, rows) in table {
         let ns: Vec<i64> = {
             let mut ns: Vec<i64> = rows.values().flat_map(|r| r.keys().copied()).collect();
             ns.sort_unstable();
@@ -81,7 +152,7 @@ pub fn report(criterion_dir: &Path) -> Result<String> {
             );
         }
     }
-    Ok(out)
+    out
 }
 
 /// Least-squares slope of ln(time) against ln(N).
@@ -136,6 +207,27 @@ fn read_json(path: &Path) -> Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slopes_report_tabulates_the_minimum_times() {
+        let doc = r#"{"machine": {"cpu": "X"}, "shape": {"batch": 1}, "rounds": 2, "seed": 3,
+            "statistic": "minimum over rounds", "results": [
+            {"group": "slopes_fwd", "kernel": "galerkin", "n": 1000, "min_ns": 2e6,
+             "samples_ns": [2e6, 3e6]},
+            {"group": "slopes_fwd", "kernel": "galerkin", "n": 2000, "min_ns": 4e6},
+            {"group": "slopes_fwd", "kernel": "galerkin", "n": 4000, "min_ns": 8e6}]}"#;
+        let text = slopes_report(doc.as_bytes()).unwrap();
+        assert!(text.contains("| cpu | X |"), "{text}");
+        assert!(
+            text.contains("| galerkin | 2.0 ms | 4.0 ms | 8.0 ms | 1.00 | 1.00, 1.00 |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spread of one measurement's samples (max / min): 1.50"),
+            "{text}"
+        );
+        assert!(slopes_report(b"{\"machine\": {}}").is_err());
+    }
 
     #[test]
     fn slope_of_power_laws() {

@@ -65,6 +65,17 @@ enum Cmd {
     /// builds the release `ono`, then for each (model, preset) runs `benches/pytorch/*_step.py`
     /// and `ono bench-step` with the same steps, warm-up, threads and device.
     BenchCompare(BenchCompareArgs),
+    /// Build the release measurement program `slopes` (benches/src/bin/slopes.rs) and print the
+    /// log-log slopes of the linear attention kernels' time against N = 64k … 1M (B = 1, H = 8,
+    /// d = 16), sizes interleaved in a shuffled order per round, the minimum over rounds: the
+    /// machine's facts, then one markdown table per pass. Arguments go to the program:
+    /// `[--rounds R] [--max-n N] [--sizes N,…] [--kernels K,…] [--threads T] [--device cpu|cuda]
+    /// [--seed S]`.
+    BenchSlopes {
+        /// Arguments of `slopes`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Print shell exports so that plain cargo works: `eval "$(cargo xtask env)"`.
     Env,
     /// Reproduce the ONO paper's tables: set up, build the release `ono` binary and run
@@ -177,6 +188,24 @@ fn main() -> Result<()> {
         Cmd::BenchReport => {
             let dir = target_dir().join("criterion");
             print!("{}", bench_report::report(&dir)?);
+            Ok(())
+        }
+        Cmd::BenchSlopes { args } => {
+            let env = setup()?;
+            let mut build = cargo(&env);
+            build.args(["build", "--release", "-p", "ono-benches", "--bin", "slopes"]);
+            run(build)?;
+            let mut cmd = Command::new(target_dir().join("release").join("slopes"));
+            env.apply(&mut cmd);
+            cmd.args(args).stderr(std::process::Stdio::inherit());
+            let shown = format!("{cmd:?}");
+            let out = cmd
+                .output()
+                .with_context(|| format!("could not start {shown}"))?;
+            if !out.status.success() {
+                bail!("command failed ({}): {shown}", out.status);
+            }
+            print!("{}", bench_report::slopes_report(&out.stdout)?);
             Ok(())
         }
         Cmd::Env => {

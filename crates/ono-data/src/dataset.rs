@@ -287,11 +287,24 @@ impl Split {
 
     /// The samples at `indices`, moved to `device` and cast to `kind`.
     pub fn batch(&self, indices: &[i64], device: Device, kind: Kind) -> Result<Batch> {
-        let b = indices.len() as i64;
         // The split may already live on the training device (normalized splits do).
         let idx = Tensor::from_slice(indices).f_to_device(self.fx.device())?;
+        self.batch_at(indices, &idx, device, kind)
+    }
+
+    /// [`Split::batch`] with the indices also given as an int64 tensor on the split's device:
+    /// a caller that uploads an epoch's order once spares every batch an upload, which on a GPU
+    /// waits for the queued work.
+    pub fn batch_at(
+        &self,
+        indices: &[i64],
+        idx: &Tensor,
+        device: Device,
+        kind: Kind,
+    ) -> Result<Batch> {
+        let b = indices.len() as i64;
         let pick = |t: &Tensor| -> Result<Tensor> {
-            Ok(t.f_index_select(0, &idx)?
+            Ok(t.f_index_select(0, idx)?
                 .f_to_device(device)?
                 .f_to_kind(kind)?)
         };

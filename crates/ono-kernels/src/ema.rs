@@ -99,7 +99,7 @@ impl EmaCovariance {
 
     /// Number of updates so far. Reads the device: for logging, not for the hot path.
     pub fn count(&self) -> Result<i64> {
-        Ok(self.count.f_int64_value(&[])?)
+        Ok(crate::host::read_i64(&self.count)?)
     }
 
     /// Marks the buffer as holding a valid estimate (after loading a reference `feature_cov`, which

@@ -5,6 +5,8 @@
 pub mod attention;
 pub mod ema;
 mod error;
+pub mod health;
+pub mod host;
 pub mod orthonormal;
 pub mod spectral;
 

@@ -33,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use ono_kernels::host;
 use serde_json::Value;
 use tch::{Device, Kind, Tensor};
 
@@ -292,10 +293,10 @@ fn normwise(a: &Tensor, b: &Tensor, denominator: Option<f64>) -> Result<f64> {
     }
     let a = a.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?;
     let b = b.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?;
-    let diff = a.f_sub(&b)?.f_abs()?.f_max()?.f_double_value(&[])?;
+    let diff = host::read_f64(&a.f_sub(&b)?.f_abs()?.f_max()?)?;
     let den = match denominator {
         Some(d) => d,
-        None => b.f_abs()?.f_max()?.f_double_value(&[])?,
+        None => host::read_f64(&b.f_abs()?.f_max()?)?,
     };
     Ok(if den > 0.0 { diff / den } else { diff })
 }
@@ -303,7 +304,7 @@ fn normwise(a: &Tensor, b: &Tensor, denominator: Option<f64>) -> Result<f64> {
 /// Σ_b relative L2 of a ragged case (GNOT's): `out` and `y` hold the samples' rows one after the
 /// other, `counts` (B) rows each.
 fn ragged_loss(out: &Tensor, y: &Tensor, counts: &Tensor) -> Result<Tensor> {
-    let counts: Vec<i64> = Vec::try_from(counts.f_to_kind(Kind::Int64)?)?;
+    let counts = host::to_vec_i64(counts)?;
     let rows = y.size().first().copied().unwrap_or(0);
     if counts.iter().any(|&n| n < 1) || counts.iter().sum::<i64>() != rows {
         return Err(Error::Shape {
@@ -594,12 +595,7 @@ fn check_ono(fixture: &Fixture, kind: Kind, device: Device, tol: &Tolerances) ->
     let mut scale = 0.0f64;
     for (name, _) in &params {
         let g = fixture.get(&format!("{pre}grad.{name}"))?;
-        scale = scale.max(
-            g.f_abs()?
-                .f_max()?
-                .f_to_kind(Kind::Double)?
-                .f_double_value(&[])?,
-        );
+        scale = scale.max(host::read_f64(&g.f_abs()?.f_max()?)?);
     }
     for (name, var) in &params {
         let grad = var.grad();

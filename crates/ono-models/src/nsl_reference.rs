@@ -3,6 +3,7 @@
 //! the model is built from, the constructor's `s1`, `s2`, the loader's grid, and the forward
 //! signature `Model.forward(x, fx[, T])`. One reader for every NSL port.
 
+use ono_kernels::host;
 use serde_json::Value;
 use tch::{Kind, Tensor};
 
@@ -119,12 +120,7 @@ pub(crate) fn loader_grid(x: &Tensor) -> Result<Vec<i64>> {
     let &[_, n, 2] = &size[..] else {
         return Err(bad());
     };
-    let first: Vec<f64> = Vec::<f64>::try_from(
-        x.f_select(0, 0)?
-            .f_select(1, 1)?
-            .f_to_kind(Kind::Double)?
-            .f_contiguous()?,
-    )?;
+    let first = host::to_vec_f64(&x.f_select(0, 0)?.f_select(1, 1)?)?;
     let s2 = first.iter().take_while(|&&v| v == first[0]).count() as i64;
     if s2 == 0 || n % s2 != 0 {
         return Err(bad());
@@ -132,12 +128,12 @@ pub(crate) fn loader_grid(x: &Tensor) -> Result<Vec<i64>> {
     let shape = vec![n / s2, s2];
     // index_grid's columns are (l_{s1}[i], l_{s2}[j]); the loader's are swapped.
     let want = index_grid(&shape, Kind::Double, x.device())?.f_flip([1])?;
-    let err = x
-        .f_to_kind(Kind::Double)?
-        .f_sub(&want.f_unsqueeze(0)?)?
-        .f_abs()?
-        .f_max()?
-        .f_double_value(&[])?;
+    let err = host::read_f64(
+        &x.f_to_kind(Kind::Double)?
+            .f_sub(&want.f_unsqueeze(0)?)?
+            .f_abs()?
+            .f_max()?,
+    )?;
     if err > 1e-6 {
         return Err(bad());
     }

@@ -202,7 +202,7 @@ fn selective_gradients_match_finite_differences() {
         let loss =
             |p: &Tensor| -> ono_models::Result<Tensor> { Ok((p - &y).square().sum(Kind::Double)) };
         let (vs, model) = build(&cfg, 11);
-        model
+        let _ = model
             .forward_backward_selective(&pos, &fx, None, loss)
             .unwrap();
         let params: Vec<Tensor> = sorted(&vs)

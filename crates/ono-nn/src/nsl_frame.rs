@@ -36,6 +36,7 @@
 //! - **IPHI** is evaluated once per forward and its ξ used by both projections; the reference
 //!   evaluates it twice on the same input (identical values, the same summed gradient).
 
+use ono_kernels::health;
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -333,9 +334,7 @@ impl NslLift {
             }
         }
         let x = Tensor::f_cat(&features, -1)?;
-        if !bool::try_from(&x.f_isfinite()?.f_all()?)? {
-            return Err(Error::NonFinite { op: OP });
-        }
+        health::require_finite("NslFrame::enter: input", &x, || Error::NonFinite { op: OP })?;
         let mut h = self.preprocess.forward(&x)?;
         if let Some(shift) = shift {
             h = h.f_add(shift)?;
@@ -349,9 +348,7 @@ impl NslLift {
                         got: t.size(),
                     });
                 }
-                if !bool::try_from(&t.f_isfinite()?.f_all()?)? {
-                    return Err(Error::NonFinite { op: OP });
-                }
+                health::require_finite("NslFrame::enter: time", t, || Error::NonFinite { op: OP })?;
                 // (B, 1, C) broadcast over the points: NSL repeats the embedding over N first;
                 // the rows are the same either way.
                 h = h.f_add(&time_fc.forward(t)?)?;

@@ -21,7 +21,11 @@ use crate::norm::{BatchNorm, LayerNorm};
 use crate::transformer_block::{TransformerBlock, TransformerBlockConfig};
 use crate::{Error, Result};
 use ono_kernels::ema::EmaCovariance;
-use ono_kernels::orthonormal::{psd_safe_cholesky, second_moment, whiten, whiten_explicit_inverse};
+use ono_kernels::health;
+use ono_kernels::orthonormal::{
+    cholesky_fault, cholesky_fault_error, psd_safe_cholesky_device, second_moment, whiten,
+    whiten_explicit_inverse,
+};
 
 mod selective;
 pub use selective::SavedBlock;
@@ -232,7 +236,15 @@ impl OrthogonalBlock {
         } else {
             ema.value()?
         };
-        let (l, _jitter) = psd_safe_cholesky(&cov)?;
+        // Inside a training step the verdict stays on the device (a failed factor is NaN) until
+        // the trainer reads it at its logging interval; elsewhere it is read here.
+        let (l, status) = psd_safe_cholesky_device(&cov)?;
+        let kind = cov.kind();
+        health::check(
+            "OrthogonalBlock: Cholesky factor of the covariance",
+            &cholesky_fault(&status)?,
+            move |fault| Error::Kernel(cholesky_fault_error(fault, kind)),
+        )?;
         Ok(match self.whitening {
             Whitening::ExplicitInverse => whiten_explicit_inverse(psi, &l)?,
             Whitening::TriangularSolve => whiten(psi, &l)?,
@@ -332,5 +344,75 @@ impl OrthogonalBlock {
             PsiNorm::Whiten(ema) => Some(ema),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ono_kernels::host;
+    use tch::nn::VarStore;
+    use tch::{Device, Kind};
+
+    fn block(vs: &VarStore) -> OrthogonalBlock {
+        OrthogonalBlockConfig {
+            nn_block: TransformerBlockConfig {
+                attention: None,
+                dim: 8,
+                mlp_ratio: 2,
+            },
+            psi_dim: 3,
+            orthogonalization: Orthogonalization::Orthonormal,
+            whitening: Whitening::ExplicitInverse,
+            momentum: 0.9,
+            head_out: None,
+            query_covariance: false,
+        }
+        .init(&vs.root())
+        .unwrap()
+    }
+
+    #[test]
+    fn a_deferred_cholesky_failure_gives_nan_and_the_typed_error_at_the_check() {
+        let _rng = ono_testing::torch_rng_lock();
+        tch::manual_seed(2);
+        let vs = VarStore::new(Device::Cpu);
+        let b = block(&vs);
+        let x = Tensor::randn([2, 10, 8], (Kind::Float, Device::Cpu));
+        let fx = Tensor::randn([2, 10, 8], (Kind::Float, Device::Cpu));
+
+        // A healthy training step gives the same output deferred or not, and reads nothing.
+        let (_, at_once) = b.forward(&x, &fx, true).unwrap();
+        let monitor = health::Monitor::new();
+        let reads = host::host_reads();
+        let (_, deferred) = {
+            let _scope = monitor.enter(0);
+            b.forward(&x, &fx, true).unwrap()
+        };
+        assert_eq!(host::host_reads(), reads);
+        assert!(deferred.equal(&at_once));
+        assert!(monitor.check().unwrap().is_none());
+
+        // A covariance no jitter of the ladder repairs (float: up to 1e3).
+        let ema = b.covariance().unwrap();
+        let bad = Tensor::eye(3, (Kind::Float, Device::Cpu)) * -1e6;
+        tch::no_grad(|| ema.buffer().shallow_clone().copy_(&bad));
+        let err = b.forward(&x, &fx, false).unwrap_err();
+        assert!(
+            matches!(err, Error::Kernel(ono_kernels::Error::NotPositiveDefinite { max_jitter, .. }) if (max_jitter - 1e3).abs() < 1e-9),
+            "{err}"
+        );
+        let (_, out) = {
+            let _scope = monitor.enter(5);
+            b.forward(&x, &fx, false).unwrap()
+        };
+        assert!(out.isnan().all().int64_value(&[]) != 0, "NaN, not garbage");
+        let failure = monitor.check().unwrap().expect("the failure");
+        assert_eq!(failure.step, 5);
+        let typed = failure.error.downcast::<Error>().unwrap();
+        assert!(matches!(
+            *typed,
+            Error::Kernel(ono_kernels::Error::NotPositiveDefinite { .. })
+        ));
     }
 }

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use ono_kernels::{health, host};
 use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset, Recompute};
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
@@ -130,6 +131,8 @@ pub struct StepReport {
     pub recompute: Recompute,
     /// The device.
     pub device: String,
+    /// Host reads inside the steps (warm-up included): 0, a step never waits for the device.
+    pub host_reads: u64,
 }
 
 /// Times `steps` training steps of `config` (its data dimensions are set from `shapes`) after
@@ -213,16 +216,31 @@ pub fn bench_step(
         })
     };
     let mut times = Vec::with_capacity(steps);
+    // The models' checks are deferred as in training, and read once after the last step.
+    let monitor = health::Monitor::new();
+    let mut host_reads = 0;
     for i in 0..warmup + steps {
         sync(device);
         let start = Instant::now();
-        opt.zero_grad();
-        let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
-        opt.step(clip)?;
+        let reads = host::host_reads();
+        {
+            let _deferred = monitor.enter(i as u64);
+            opt.zero_grad();
+            let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
+            opt.step(clip)?;
+        }
+        host_reads += host::host_reads() - reads;
         sync(device);
         if i >= warmup {
             times.push(start.elapsed().as_secs_f64());
         }
+    }
+    if let Some(f) = monitor.check()? {
+        return Err(Error::Step {
+            step: f.step,
+            epoch: 0,
+            source: Box::new(Error::deferred(f.error)),
+        });
     }
     times.sort_by(f64::total_cmp);
     Ok(StepReport {
@@ -240,6 +258,7 @@ pub fn bench_step(
         threads: tch::get_num_threads(),
         recompute,
         device: format!("{device:?}"),
+        host_reads,
     })
 }
 

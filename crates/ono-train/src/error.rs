@@ -123,6 +123,23 @@ impl Error {
         }
     }
 
+    /// The typed error of a check a model deferred ([`ono_kernels::health`]), as the same check
+    /// would have returned it at once through the model.
+    pub fn deferred(error: Box<dyn std::error::Error + Send + Sync>) -> Self {
+        let error = match error.downcast::<ono_models::Error>() {
+            Ok(e) => return Error::from(*e),
+            Err(e) => e,
+        };
+        let error = match error.downcast::<ono_nn::Error>() {
+            Ok(e) => return Error::from(ono_models::Error::Nn(*e)),
+            Err(e) => e,
+        };
+        match error.downcast::<ono_kernels::Error>() {
+            Ok(e) => Error::from(ono_models::Error::Kernel(*e)),
+            Err(e) => Error::Data(e.to_string()),
+        }
+    }
+
     /// An [`Error::Config`] for `key`.
     pub fn config(key: impl Into<String>, msg: impl Into<String>) -> Self {
         Error::Config {

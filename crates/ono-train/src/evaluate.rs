@@ -3,6 +3,7 @@
 
 use ono_data::dataset::{length_mask, Split, TensorDataset};
 use ono_data::normalizer::Normalizer;
+use ono_kernels::host;
 use ono_models::Model;
 use tch::{Device, Kind, Tensor};
 
@@ -158,7 +159,12 @@ pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
     };
     let pred = mean.f_expand(truth.size().as_slice(), false)?;
     let bool_mask = test_real.map(|m| m.f_gt(0.5)).transpose()?;
-    Ok(relative_l2(&pred, &truth, Reduction::Mean, bool_mask.as_ref())?.f_double_value(&[])?)
+    Ok(host::read_f64(&relative_l2(
+        &pred,
+        &truth,
+        Reduction::Mean,
+        bool_mask.as_ref(),
+    )?)?)
 }
 
 /// Whether every sample of both splits has its targets at the same points (the query points
@@ -170,8 +176,11 @@ fn same_target_points(train: &Split, test: &Split) -> Result<bool> {
         return Ok(false);
     }
     let first = a.f_narrow(0, 0, 1)?;
-    Ok(a.f_eq_tensor(&first)?.f_all()?.f_int64_value(&[])? != 0
-        && b.f_eq_tensor(&first)?.f_all()?.f_int64_value(&[])? != 0)
+    let same = a
+        .f_eq_tensor(&first)?
+        .f_all()?
+        .f_logical_and(&b.f_eq_tensor(&first)?.f_all()?)?;
+    Ok(host::read_bool(&same)?)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The figures a run draws after every epoch: training curves, and input / truth / prediction
 //! panels of a few test samples when the points are a 2-D grid (and the targets on them).
 
+use ono_kernels::host;
 use tch::{Device, Kind, Tensor};
 
 use crate::decoder::Decoder;
@@ -77,9 +78,9 @@ impl Trainer {
             .f_to_kind(Kind::Float)?
             .f_to_device(Device::Cpu)?;
         let (input, truth, pred) = (
-            Vec::<f32>::try_from(input.f_reshape([-1])?)?,
-            Vec::<f32>::try_from(last(&batch.y)?.f_reshape([-1])?)?,
-            Vec::<f32>::try_from(last(&pred)?.f_reshape([-1])?)?,
+            host::to_vec_f32(&input)?,
+            host::to_vec_f32(&last(&batch.y)?)?,
+            host::to_vec_f32(&last(&pred)?)?,
         );
         let n = (h * w) as usize;
         let panels: Vec<plots::Panel<'_>> = (0..k as usize)

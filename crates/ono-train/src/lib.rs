@@ -31,7 +31,7 @@ pub mod trainer;
 pub use error::{Error, Result};
 pub use predictor::Predictor;
 pub use regime::Regime;
-pub use trainer::{Summary, Trainer};
+pub use trainer::{HostReads, Summary, Trainer};
 
 #[cfg(test)]
 mod tests {

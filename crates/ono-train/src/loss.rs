@@ -7,6 +7,7 @@
 //! - the Galerkin Transformer's H¹-seminorm terms (`WeightedL2Loss` 1-D and `WeightedL2Loss2d`);
 //! - evaluation metrics: mean relative L2 over a set, per-step and whole-rollout errors.
 
+use ono_kernels::host;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
@@ -38,25 +39,20 @@ pub fn check_targets(target: &Tensor, what: &str) -> Result<()> {
     let flat = target.f_reshape([s, -1])?.f_to_kind(Kind::Double)?;
     let finite = flat.f_isfinite()?.f_all_dim(1, false)?;
     let norms = flat.f_square()?.f_sum_dim_intlist(1, false, Kind::Double)?;
-    // One read: the index of the first bad sample, or -1.
-    let bad = finite
-        .f_logical_not()?
-        .f_logical_or(&norms.f_eq(0.0)?)?
-        .f_to_kind(Kind::Int64)?;
-    let first = if bad.f_sum(Kind::Int64)?.f_int64_value(&[])? == 0 {
-        -1
-    } else {
-        bad.f_argmax(0, false)?.f_int64_value(&[])?
-    };
-    if first >= 0 {
-        let finite_first = finite.f_int64_value(&[first])? != 0;
-        return Err(Error::Data(if finite_first {
+    // One read: per sample 0 (fine), 1 (all zeros) or 2 (not finite).
+    let verdict = norms
+        .f_eq(0.0)?
+        .f_to_kind(Kind::Int64)?
+        .f_masked_fill(&finite.f_logical_not()?, 2)?;
+    let verdict = host::to_vec_i64(&verdict)?;
+    match verdict.iter().position(|&v| v != 0) {
+        None => Ok(()),
+        Some(first) => Err(Error::Data(if verdict[first] == 1 {
             format!("{what}: sample {first} is all zeros; its relative L2 error is undefined")
         } else {
             format!("{what}: sample {first} contains NaN or Inf")
-        }));
+        })),
     }
-    Ok(())
 }
 
 pub use ono_data::stencils::central_diff_2d;
@@ -354,13 +350,13 @@ impl MetricSum {
             return Err(Error::Data("no evaluation samples".into()));
         };
         let n = self.count as f64;
-        let per_step = match &self.per_step {
-            Some(p) => Vec::<f64>::try_from(p.f_div_scalar(n)?)?,
-            None => Vec::new(),
-        };
+        // One read: the full error first, then the per-step ones.
+        let mut all = vec![sum.f_reshape([1])?.f_to_kind(Kind::Double)?];
+        all.extend(self.per_step.iter().map(Tensor::shallow_clone));
+        let values = host::to_vec_f64(&Tensor::f_cat(&all, 0)?)?;
         Ok(RolloutErrors {
-            per_step,
-            full: sum.f_double_value(&[])? / n,
+            per_step: values[1..].iter().map(|v| v / n).collect(),
+            full: values[0] / n,
         })
     }
 }

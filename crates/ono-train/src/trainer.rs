@@ -5,7 +5,11 @@
 //! forward in training mode, the loss on decoded values, backward, global-norm clipping, AdamW).
 //! The loss is read back only every `log.every_steps` batches and before any checkpoint (no host
 //! sync per step); a non-finite loss stops the run with the step where it first appeared, before
-//! anything is saved.
+//! anything is saved. The models' own checks (finite inputs, a Cholesky factor that exists) are
+//! deferred the same way: each step runs inside a [`health`] scope, so a failed check leaves NaN
+//! in the step and its verdict on the device, and the same single read that brings the losses
+//! back reports the first failure as [`Error::Step`] with its step and the model's typed error.
+//! No host read happens inside a step ([`Trainer::host_reads`] counts them).
 //!
 //! Determinism: the data order of epoch e is a function of (seed, e); torch's generator is
 //! reseeded from (seed, step) before every step; everything else is in the checkpoint. A run
@@ -16,6 +20,7 @@ use std::time::Instant;
 
 use ono_data::dataset::{epoch_order, mix, Split, TensorDataset};
 use ono_data::normalizer::{Normalizer, NormalizerKind};
+use ono_kernels::{health, host};
 use ono_models::{DataDims, Model, Recompute};
 use tch::{Device, Kind, Tensor};
 
@@ -50,6 +55,18 @@ pub struct Summary {
     pub resumed_at: u64,
 }
 
+/// Host reads of a run on its training thread, as [`ono_kernels::host`] counts them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostReads {
+    /// Reads inside optimizer steps: 0, the steps never wait for the device.
+    pub in_steps: u64,
+    /// Checks of the pending losses and deferred verdicts (logging intervals, epoch ends,
+    /// checkpoints) that had something to read.
+    pub checks: u64,
+    /// Reads those checks made: one each.
+    pub at_checks: u64,
+}
+
 /// A training run.
 pub struct Trainer {
     pub(crate) cfg: TrainConfig,
@@ -77,6 +94,11 @@ pub struct Trainer {
     resumed_at: u64,
     /// Detached losses not yet read back.
     pending: Vec<PendingLoss>,
+    /// The verdicts of the models' checks inside the steps, not yet read back.
+    health: health::Monitor,
+    /// A step ran since the last check.
+    unchecked: bool,
+    reads: HostReads,
 }
 
 impl Trainer {
@@ -330,6 +352,9 @@ impl Trainer {
             loss: loss_spec,
             resumed_at,
             pending: Vec::new(),
+            health: health::Monitor::new(),
+            unchecked: false,
+            reads: HostReads::default(),
         })
     }
 
@@ -369,6 +394,11 @@ impl Trainer {
         &self.paths
     }
 
+    /// The host reads of the run so far, inside the steps and at the checks.
+    pub fn host_reads(&self) -> HostReads {
+        self.reads
+    }
+
     /// Trains to the configured number of epochs.
     pub fn run(&mut self, progress: &Progress) -> Result<Summary> {
         let epochs = self.cfg.epochs;
@@ -394,15 +424,35 @@ impl Trainer {
                 self.cfg.seed,
                 epoch,
             );
+            // The epoch's order goes to the device once; each batch narrows it (an upload per
+            // batch would wait for the queued steps).
+            let order =
+                Tensor::f_from_slice(&batches.concat())?.f_to_device(self.train.fx.device())?;
+            let starts: Vec<i64> = batches
+                .iter()
+                .scan(0, |start, b| {
+                    *start += b.len() as i64;
+                    Some(*start - b.len() as i64)
+                })
+                .collect();
             let mut lr = 0.0;
             while (self.state.batch_in_epoch as usize) < batches.len() {
-                let idx = &batches[self.state.batch_in_epoch as usize];
-                // Gradients on even when the caller runs inside `no_grad`.
-                lr = match tch::with_grad(|| self.train_batch(idx)) {
+                let i = self.state.batch_in_epoch as usize;
+                let idx = &batches[i];
+                let idx_on_device = order.f_narrow(0, starts[i], idx.len() as i64)?;
+                let reads = host::host_reads();
+                let result = {
+                    let _deferred = self.health.enter(self.state.global_step);
+                    // Gradients on even when the caller runs inside `no_grad`.
+                    tch::with_grad(|| self.train_batch(idx, &idx_on_device))
+                };
+                self.reads.in_steps += host::host_reads() - reads;
+                self.unchecked = true;
+                lr = match result {
                     Ok(lr) => lr,
                     Err(e) => {
-                        // A non-finite loss read now explains the failure better than the
-                        // failure itself (a NaN weight breaks the Cholesky factor first).
+                        // An earlier non-finite loss or failed check explains the failure better
+                        // than the failure itself.
                         self.flush_losses()?;
                         return Err(Error::Step {
                             step: self.state.global_step,
@@ -497,8 +547,9 @@ impl Trainer {
         })
     }
 
-    /// One batch (one or, per time step, T optimizer steps). Returns the lr used.
-    fn train_batch(&mut self, idx: &[i64]) -> Result<f64> {
+    /// One batch (one or, per time step, T optimizer steps) of the samples `idx` (also given on
+    /// the device). Returns the lr used.
+    fn train_batch(&mut self, idx: &[i64], idx_on_device: &Tensor) -> Result<f64> {
         let step = self.state.global_step;
         let (lr, beta1) = match &self.schedule {
             Some(s) => {
@@ -520,7 +571,9 @@ impl Trainer {
             self.opt.set_beta1(b1);
         }
         tch::manual_seed(mix(self.cfg.seed, step.wrapping_add(1 << 40)) as i64);
-        let batch = self.train.batch(idx, self.device, self.kind)?;
+        let batch = self
+            .train
+            .batch_at(idx, idx_on_device, self.device, self.kind)?;
         let mut runner = StepRunner {
             model: &self.model,
             opt: &mut self.opt,
@@ -546,29 +599,55 @@ impl Trainer {
         Ok(lr)
     }
 
-    /// Reads the pending losses (one host read), stops at the first non-finite one, and adds them
-    /// to the epoch's sums.
+    /// Reads the pending losses and the deferred checks' verdicts back (one host read), stops at
+    /// the earlier of the first non-finite loss and the first failed check (the check at the same
+    /// step: it names the cause), and adds the losses to the epoch's sums.
     fn flush_losses(&mut self) -> Result<()> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && !self.unchecked {
             return Ok(());
         }
-        let vals = Tensor::f_stack(
-            &self
-                .pending
-                .iter()
-                .map(|p| p.loss.f_to_kind(Kind::Double))
-                .collect::<Result<Vec<_>, _>>()?,
-            0,
-        )?;
-        let vals = Vec::<f64>::try_from(vals)?;
-        for (&v, p) in vals.iter().zip(&self.pending) {
-            if !v.is_finite() {
+        let mut parts = self
+            .pending
+            .iter()
+            .map(|p| p.loss.f_to_kind(Kind::Double)?.f_reshape([1]))
+            .collect::<Result<Vec<_>, _>>()?;
+        let losses = parts.len();
+        if let Some(codes) = self.health.codes()? {
+            let device = parts.first().map_or(codes.device(), Tensor::device);
+            parts.push(codes.f_to_kind(Kind::Double)?.f_to_device(device)?);
+        }
+        self.unchecked = false;
+        if parts.is_empty() {
+            return Ok(());
+        }
+        let before = host::host_reads();
+        let vals = host::to_vec_f64(&Tensor::f_cat(&parts, 0)?)?;
+        self.reads.checks += 1;
+        self.reads.at_checks += host::host_reads() - before;
+        let (vals, codes) = vals.split_at(losses);
+        // The codes are integers below 2^63 that f64 holds exactly (step · 64 + fault, or 2^62).
+        let codes: Vec<i64> = codes.iter().map(|&c| c as i64).collect();
+        let failure = self.health.failure(&codes);
+        let bad_loss = vals.iter().zip(&self.pending).find(|(v, _)| !v.is_finite());
+        let epoch = self.state.epoch;
+        match (bad_loss, failure) {
+            (Some((&value, p)), f) if f.as_ref().is_none_or(|f| p.step < f.step) => {
                 return Err(Error::NonFiniteLoss {
                     step: p.step,
-                    epoch: self.state.epoch,
-                    value: v,
-                });
+                    epoch,
+                    value,
+                })
             }
+            (_, Some(f)) => {
+                return Err(Error::Step {
+                    step: f.step,
+                    epoch,
+                    source: Box::new(Error::deferred(f.error)),
+                })
+            }
+            _ => {}
+        }
+        for (&v, p) in vals.iter().zip(&self.pending) {
             self.state.epoch_loss_sum += match self.loss.reduction {
                 ReductionName::Sum => v,
                 ReductionName::Mean => v * p.batch as f64,

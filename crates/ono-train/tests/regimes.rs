@@ -1,5 +1,7 @@
 //! The autoregressive (NS2d) and per-time-step (Plasticity) regimes through the library API.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use ono_data::dataset::{Split, TensorDataset};
@@ -8,6 +10,8 @@ use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::{Predictor, Trainer};
 use tch::{Device, Kind, Tensor};
+
+use common::{steady_dataset, write_splits};
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ono-regime-{name}-{}", std::process::id()));
@@ -308,7 +312,7 @@ fn recompute_trains_like_the_plain_path() {
     ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir("recompute");
-    steady_dataset(&dir.join("s.safetensors"));
+    steady_dataset(&dir.join("s.safetensors"), 8);
     let run = |out: &str, extra: &str| {
         let mut cfg = config(&dir, "s.safetensors", out, "normalize_y = \"unit\"");
         cfg.double = true;
@@ -330,18 +334,6 @@ fn recompute_trains_like_the_plain_path() {
     }
 }
 
-/// A data set file of the given train and test splits (no grid).
-fn write_splits(path: &Path, train: Split, test: Split) {
-    TensorDataset {
-        train,
-        test,
-        grid: None,
-        query_grid: None,
-    }
-    .write(path)
-    .unwrap();
-}
-
 /// Plasticity-like: a static input profile, 2 output channels over 5 time steps.
 fn plasticity_dataset(path: &Path) {
     let make = |s: i64| {
@@ -359,16 +351,6 @@ fn plasticity_dataset(path: &Path) {
     write_splits(path, make(8), make(4));
 }
 
-/// A steady set (`y` = a pointwise function of `fx`).
-fn steady_dataset(path: &Path) {
-    let make = |s: i64| {
-        let fx = Tensor::randn([s, 20, 1], (Kind::Float, Device::Cpu));
-        let y = &fx * 2.0 + fx.square() + 1.0;
-        Split::new(fx, y, positions(20))
-    };
-    write_splits(path, make(8), make(4));
-}
-
 ono_testing::device_tests! {
     /// Every regime (steady plain and recomputed with normalizers, autoregressive, per time
     /// step) trains on `dev`, in float64, to the CPU's result; the checkpoint written from `dev`
@@ -377,7 +359,7 @@ ono_testing::device_tests! {
         let _rng = ono_testing::torch_rng_lock();
         tch::manual_seed(0);
         let dir = temp_dir(&format!("dev-{dev:?}").replace([':', '(', ')'], ""));
-        steady_dataset(&dir.join("s.safetensors"));
+        steady_dataset(&dir.join("s.safetensors"), 8);
         wave_dataset(&dir.join("wave.safetensors"), 8, 24, 3, 3);
         plasticity_dataset(&dir.join("pla.safetensors"));
         let cases = [
@@ -398,6 +380,7 @@ ono_testing::device_tests! {
                 };
                 let mut tr = Trainer::new(cfg, false).unwrap();
                 let s = tr.run(&Progress::Quiet).unwrap();
+                assert_eq!(tr.host_reads().in_steps, 0, "case {i} on {device:?}");
                 s.final_test.unwrap()
             };
             let on_cpu = run(Device::Cpu, &format!("cpu{i}"));

@@ -20,6 +20,7 @@ mod reference;
 
 pub use config::{FnoConfig, FnoSettings};
 
+use ono_kernels::health;
 use tch::nn::Path;
 use tch::Tensor;
 
@@ -223,12 +224,10 @@ impl<const D: usize> Fno<D> {
                 .f_expand([b, n, D as i64], false)?,
         );
         let x = Tensor::f_cat(&features, -1)?;
-        if !bool::try_from(&x.f_isfinite()?.f_all()?)? {
-            return Err(Error::NonFinite {
-                op: OP,
-                what: "the input (pos or fx)",
-            });
-        }
+        health::require_finite("Fno::forward: input", &x, || Error::NonFinite {
+            op: OP,
+            what: "the input (pos or fx)",
+        })?;
         let h = points_to_grid(&self.fc0.forward(&x)?, &shape)?;
         Ok((pad_end(&h, &c.padding)?, shape))
     }

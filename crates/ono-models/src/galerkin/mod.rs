@@ -34,6 +34,7 @@ pub use config::{
 };
 pub use scaler_sizes::{get_scaler_sizes, ScalerSizes};
 
+use ono_kernels::health;
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -400,9 +401,9 @@ impl GalerkinTransformer {
             (query.as_ref(), "query"),
         ] {
             if let Some(t) = t {
-                if !bool::try_from(&t.f_isfinite()?.f_all()?)? {
-                    return Err(Error::NonFinite { op: OP, what });
-                }
+                health::require_finite("GalerkinTransformer::forward: input", t, move || {
+                    Error::NonFinite { op: OP, what }
+                })?;
             }
         }
         let on_grid = |t: &Tensor, grid: &[i64]| -> Result<Tensor> {

@@ -35,6 +35,7 @@ mod reference;
 
 pub use config::GeoFnoConfig;
 
+use ono_kernels::health;
 use tch::nn::Path;
 use tch::Tensor;
 
@@ -185,30 +186,28 @@ impl GeoFno {
                 .transpose()?;
             (fx.f_narrow(-1, 0, 2)?, code)
         };
-        let finite =
-            |t: &Tensor| -> Result<bool> { Ok(bool::try_from(&t.f_isfinite()?.f_all()?)?) };
-        if !finite(&mesh)? {
-            return Err(Error::NonFinite {
-                op: OP,
-                what: "the mesh coordinates",
-            });
-        }
+        health::require_finite("GeoFno::forward: mesh", &mesh, || Error::NonFinite {
+            op: OP,
+            what: "the mesh coordinates",
+        })?;
         let code = match code {
             None => None,
             Some(code) => {
-                if !finite(&code)? {
-                    return Err(Error::NonFinite {
-                        op: OP,
-                        what: "the geometry code",
-                    });
-                }
+                health::require_finite("GeoFno::forward: code", &code, || Error::NonFinite {
+                    op: OP,
+                    what: "the geometry code",
+                })?;
                 let first = code.f_select(1, 0)?;
-                if !bool::try_from(&code.f_eq_tensor(&first.f_unsqueeze(1)?)?.f_all()?)? {
-                    return Err(Error::Config(
-                        "geofno: the geometry code must be the same at every point of a sample"
-                            .into(),
-                    ));
-                }
+                health::require(
+                    "GeoFno::forward: constant code",
+                    &code.f_eq_tensor(&first.f_unsqueeze(1)?)?.f_all()?,
+                    || {
+                        Error::Config(
+                            "geofno: the geometry code must be the same at every point of a sample"
+                                .into(),
+                        )
+                    },
+                )?;
                 Some(first)
             }
         };
@@ -248,12 +247,10 @@ impl GeoFno {
                     });
                 }
                 let q = q.f_to_kind(kind)?;
-                if !bool::try_from(&q.f_isfinite()?.f_all()?)? {
-                    return Err(Error::NonFinite {
-                        op: OP,
-                        what: "the query points",
-                    });
-                }
+                health::require_finite("GeoFno::forward: query", &q, || Error::NonFinite {
+                    op: OP,
+                    what: "the query points",
+                })?;
                 q
             }
             None => mesh.shallow_clone(),

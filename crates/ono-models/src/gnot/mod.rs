@@ -26,6 +26,7 @@ mod reference;
 
 pub use config::{GnotConfig, GnotModel};
 
+use ono_kernels::health;
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -300,9 +301,10 @@ impl Gnot {
         let kind = self.trunk_mlp.kind();
         let finite = |t: &Tensor, what: &'static str| -> Result<Tensor> {
             let t = t.f_to_kind(kind)?;
-            if !bool::try_from(&t.f_isfinite()?.f_all()?)? {
-                return Err(Error::NonFinite { op: OP, what });
-            }
+            health::require_finite("Gnot::forward: input", &t, move || Error::NonFinite {
+                op: OP,
+                what,
+            })?;
             Ok(t)
         };
         let pos = finite(input.pos, "pos")?;

@@ -2,8 +2,9 @@
 //! cases are ours, their configuration from the constructor's keyword arguments, and the forward
 //! signature `model(g, u_p, inputs)` on the padded query coordinates.
 
+use ono_kernels::host;
 use serde_json::Value;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 use super::{Gnot, GnotConfig, GnotModel};
 use crate::operator::{InputFunction, ModelInput};
@@ -121,7 +122,7 @@ pub(super) fn forward(model: &Gnot, inputs: &NamedTensors, train: bool) -> Resul
         .into_iter()
         .map(|values| InputFunction { values, mask: None })
         .collect();
-    let counts: Vec<i64> = Vec::try_from(get("num_nodes")?.f_to_kind(Kind::Int64)?)?;
+    let counts = host::to_vec_i64(get("num_nodes")?)?;
     if counts.len() as i64 != b || counts.iter().any(|&n| n < 1 || n > t) {
         return Err(Error::Config(format!(
             "input.num_nodes {counts:?}: one count in 1..={t} per sample of {b}"

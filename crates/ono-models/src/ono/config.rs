@@ -1,6 +1,7 @@
 //! ONO's configuration: the reference's `ONO2(...)` constructor arguments, their validation, the
 //! blocks' settings, and the checks of a forward pass's inputs against them.
 
+use ono_kernels::health;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
@@ -194,7 +195,7 @@ impl OnoConfig {
             }
             (false, None) => {}
         }
-        // One host read for every finiteness check.
+        // One check for every input: read at once, or deferred inside a training step.
         let mut finite = pos
             .f_isfinite()?
             .f_all()?
@@ -202,12 +203,10 @@ impl OnoConfig {
         if let Some(t) = t {
             finite = finite.f_logical_and(&t.f_isfinite()?.f_all()?)?;
         }
-        if !bool::try_from(&finite)? {
-            return Err(Error::NonFinite {
-                op: OP,
-                what: "the input (pos, fx or T)",
-            });
-        }
+        health::require("Ono::forward: input", &finite, || Error::NonFinite {
+            op: OP,
+            what: "the input (pos, fx or T)",
+        })?;
         Ok([b, n])
     }
 }

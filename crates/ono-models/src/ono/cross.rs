@@ -15,6 +15,7 @@
 //! With Y = X the two evaluations of every eigenfunction coincide, so a model trained at one
 //! resolution is queried at any other with the same weights.
 
+use ono_kernels::health;
 use tch::nn::Path;
 use tch::Tensor;
 
@@ -133,12 +134,12 @@ impl OnoCross {
                 })
             }
         }
-        if !bool::try_from(pos_query.f_isfinite()?.f_all()?)? {
-            return Err(Error::NonFinite {
+        health::require_finite("OnoCross::forward: pos_query", pos_query, || {
+            Error::NonFinite {
                 op: "OnoCross::forward",
                 what: "pos_query",
-            });
-        }
+            }
+        })?;
         let x = self.encode_positions(pos, t)?;
         let x_query = self.encode_positions(pos_query, t)?;
         let h = self.encode_function(pos, fx)?;

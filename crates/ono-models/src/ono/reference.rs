@@ -14,6 +14,7 @@
 
 use std::path::Path;
 
+use ono_kernels::host;
 use serde_json::Value;
 use tch::nn::VarStore;
 use tch::Tensor;
@@ -94,7 +95,7 @@ pub fn export_reference(vs: &VarStore) -> Result<NamedTensors> {
         };
         if name.ends_with(COV_SUFFIX) {
             let count = &vars[&format!("{name}_count")];
-            if count.f_int64_value(&[])? == 0 {
+            if host::read_i64(count)? == 0 {
                 continue;
             }
         }

@@ -11,6 +11,7 @@ pub mod presets;
 
 pub use config::PointwiseMlpConfig;
 
+use ono_kernels::health;
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -95,12 +96,10 @@ impl PointwiseMlp {
             (None, false) => {}
         }
         let x = Tensor::f_cat(&features, -1)?;
-        if !bool::try_from(&x.f_isfinite()?.f_all()?)? {
-            return Err(Error::NonFinite {
-                op: OP,
-                what: "the input (pos, fx or time)",
-            });
-        }
+        health::require_finite("PointwiseMlp::forward: input", &x, || Error::NonFinite {
+            op: OP,
+            what: "the input (pos, fx or time)",
+        })?;
         let out = self.mlp.forward(&x)?;
         match input.mask {
             Some(mask) if mask.size() == [b, n] => Ok(out.f_mul(

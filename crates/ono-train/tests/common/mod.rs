@@ -6,9 +6,11 @@
 use std::path::{Path, PathBuf};
 
 use ono_data::benchmarks::{miniature, Benchmark};
+use ono_data::dataset::{Split, TensorDataset};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::{Summary, Trainer};
+use tch::{Device, Kind, Tensor};
 
 /// A fresh scratch folder for one run.
 pub fn temp_dir(name: &str) -> PathBuf {
@@ -100,7 +102,33 @@ panels = 1
         .run(&Progress::Quiet)
         .unwrap_or_else(|err| panic!("{tag}: {err}"));
     assert_eq!(s.steps, ntrain.div_ceil(batch) as u64, "{tag}");
+    // The steps never wait for the device (every library read is counted: tests/host_reads.rs).
+    assert_eq!(tr.host_reads().in_steps, 0, "{tag}");
     let err = s.final_test.unwrap();
     assert!(err.is_finite() && err > 0.0, "{tag}: {err}");
     (s, dir)
+}
+
+/// A data set file of the given train and test splits (no grid).
+pub fn write_splits(path: &Path, train: Split, test: Split) {
+    TensorDataset {
+        train,
+        test,
+        grid: None,
+        query_grid: None,
+    }
+    .write(path)
+    .unwrap();
+}
+
+/// A steady set of `s` training and 4 test samples on 20 points of [0, 1]: `y` a pointwise
+/// function of `fx`.
+pub fn steady_dataset(path: &Path, s: i64) {
+    let make = |s: i64| {
+        let fx = Tensor::randn([s, 20, 1], (Kind::Float, Device::Cpu));
+        let y = &fx * 2.0 + fx.square() + 1.0;
+        let pos = Tensor::linspace(0.0, 1.0, 20, (Kind::Float, Device::Cpu)).view([1, 20, 1]);
+        Split::new(fx, y, pos)
+    };
+    write_splits(path, make(s), make(4));
 }
