@@ -11,11 +11,12 @@
 //! gradients are added to `.grad` in the same way, so the optimizer sees what a plain
 //! `backward` would have left there.
 //!
-//! What a block keeps (U = one (B, N, h) tensor): its two inputs (owned by the previous block's
-//! outputs), q, k, v (3U), the attention residual x₁, the FFN's hidden pre-activation (ratio·U),
-//! x₂ = the block's x output, ψ and ψ̃ (k/h·U each), fx₁ and the head's hidden pre-activation —
-//! about 8U + 2·ratio·U against about 18U for autograd's graph. An attention other than the
-//! linear transformer keeps its autograd graph (its kernels have no hand-written backward).
+//! What a block keeps (U = one (B, N, h) tensor): its two inputs (shared with the previous
+//! block's outputs), q, k, v (3U), the attention residual x₁, the FFN's and the head's hidden
+//! pre-activations (ratio·U each), ψ and ψ̃ (k/h·U each) and ψ̃ᵀfx (k×h per sample) — about
+//! 4U + 2·ratio·U of its own against about 16U in autograd's graph. An attention other than the
+//! linear transformer is recomputed in the backward pass from the block input, except Nyström's
+//! pseudo-inverse, whose small Newton–Schulz graph is kept.
 
 use tch::Tensor;
 
@@ -39,9 +40,8 @@ pub struct SavedBlock {
     psi: Tensor,
     psi_tilde: Tensor,
     fx: Tensor,
-    /// ψ̃ᵀ fx, (B, k, h).
+    /// ψ̃ᵀ fx, (B, k, h); with ψ̃ and fx it gives fx₁ again for one small product.
     coeff: Tensor,
-    fx1: Tensor,
     /// The head MLP's hidden layer before GELU (None for the last block's linear head).
     h2: Option<Tensor>,
 }
@@ -155,6 +155,15 @@ fn dims(t: &Tensor) -> Result<[i64; 3]> {
     }
 }
 
+/// fx₁ = (ψ̃ ⊙ softplus μ) coeff + fx, by the same operations as the plain kernel (so the
+/// recomputation is bit-identical to the forward pass).
+fn kernel_output(psi_tilde: &Tensor, mu: &Tensor, coeff: &Tensor, fx: &Tensor) -> Result<Tensor> {
+    Ok(psi_tilde
+        .f_mul(&mu.f_softplus()?)?
+        .f_matmul(coeff)?
+        .f_add(fx)?)
+}
+
 /// (B, N, H, d) → (B, H, N, d) view.
 fn heads_first(t: &Tensor) -> Result<Tensor> {
     Ok(t.f_permute([0, 2, 1, 3])?)
@@ -245,10 +254,7 @@ impl OrthogonalBlock {
         let psi_tilde = tch::with_grad(|| self.normalize(&psi, true))?;
 
         let coeff = psi_tilde.f_transpose(-2, -1)?.f_matmul(&fx)?;
-        let fx1 = psi_tilde
-            .f_mul(&self.mu.f_softplus()?)?
-            .f_matmul(&coeff)?
-            .f_add(&fx)?;
+        let fx1 = kernel_output(&psi_tilde, &self.mu, &coeff, &fx)?;
         let a3 = self.ln_3.forward(&fx1)?;
         let (fx2, h2) = match &self.mlp2 {
             Head::Mlp(m) => {
@@ -269,7 +275,6 @@ impl OrthogonalBlock {
             psi_tilde,
             fx,
             coeff,
-            fx1,
             h2,
         };
         Ok((x2, fx2, saved))
@@ -293,7 +298,12 @@ impl OrthogonalBlock {
         let _guard = tch::no_grad_guard();
 
         // Head: fx₂ = mlp2(LN₃ fx₁).
-        let fx1 = leaf(&saved.fx1)?;
+        let fx1 = leaf(&kernel_output(
+            &saved.psi_tilde,
+            &self.mu,
+            &saved.coeff,
+            &saved.fx,
+        )?)?;
         let a3 = tch::with_grad(|| self.ln_3.forward(&fx1))?;
         let ga3 = match (&self.mlp2, &saved.h2) {
             (Head::Mlp(m), Some(h2)) => {
