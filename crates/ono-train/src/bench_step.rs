@@ -5,10 +5,12 @@
 use std::time::Instant;
 
 use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset};
+use ono_nn::Precision;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::{AdamW, AdamWConfig};
+use crate::scaler::LossScaler;
 use crate::{loss, Error, Result};
 
 /// Points per sample and, for Darcy's derivative loss, the square grid side of each ONO preset's
@@ -128,6 +130,8 @@ pub struct StepReport {
     pub threads: i32,
     /// Whether activations were recomputed per block.
     pub recompute: bool,
+    /// The kind of the matrix products (`f32`, `bf16`, `f16`).
+    pub precision: Precision,
     /// The device.
     pub device: String,
 }
@@ -141,7 +145,8 @@ pub struct StepReport {
 ///
 /// `recompute` trains through the model's recomputation hook (ONO: per-block activation
 /// recomputation, [`ono_models::Ono::forward_backward_recompute`]): less memory, one more
-/// forward per block.
+/// forward per block. `precision` runs the model's products in that kind, as the trainer does
+/// (float16 with the loss scaler).
 #[allow(clippy::too_many_arguments)]
 pub fn bench_step(
     config: &ModelConfig,
@@ -152,6 +157,7 @@ pub fn bench_step(
     warmup: usize,
     device: Device,
     recompute: bool,
+    precision: Precision,
 ) -> Result<StepReport> {
     if steps == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
@@ -159,7 +165,15 @@ pub fn bench_step(
     let mut config = config.clone();
     config.set_data_dims(shapes.dims.clone());
     tch::manual_seed(0);
-    let model = Model::new(&config, device, Kind::Float)?;
+    let mut model = Model::new(&config, device, Kind::Float)?;
+    model
+        .set_precision(precision)
+        .map_err(|e| Error::invalid("--precision", e))?;
+    let mut scaler = if precision.needs_loss_scaling() {
+        Some(LossScaler::new(device)?)
+    } else {
+        None
+    };
     if recompute && !model.operator().supports_recompute() {
         return Err(Error::config(
             "--recompute",
@@ -203,19 +217,29 @@ pub fn bench_step(
         StepRecipe::Ono => shapes.square,
         StepRecipe::Fno => None,
     };
-    let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
-        Ok(match square {
-            Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
-            None => loss::relative_l2(pred, &y, loss::Reduction::Sum, None)?,
-        })
-    };
     let mut times = Vec::with_capacity(steps);
     for i in 0..warmup + steps {
         sync(device);
         let start = Instant::now();
+        let scale = scaler.as_ref();
+        let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
+            let loss = match square {
+                Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
+                None => loss::relative_l2(pred, &y, loss::Reduction::Sum, None)?,
+            };
+            Ok(match scale {
+                Some(s) => s.scale(&loss)?,
+                None => loss,
+            })
+        };
         opt.zero_grad();
         let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
-        opt.step(clip)?;
+        match &mut scaler {
+            Some(s) => s.step(&mut opt, clip)?,
+            None => {
+                let _ = opt.step(clip)?;
+            }
+        }
         sync(device);
         if i >= warmup {
             times.push(start.elapsed().as_secs_f64());
@@ -236,6 +260,7 @@ pub fn bench_step(
         params: model.parameter_count(),
         threads: tch::get_num_threads(),
         recompute,
+        precision,
         device: format!("{device:?}"),
     })
 }
