@@ -3,13 +3,14 @@
 use anyhow::{Context, Result};
 use ono_models::{ModelConfig, Preset};
 use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
+use ono_train::Precision;
 
 use crate::device;
 
 /// Times `steps` steps of `arch`'s `preset` at the shapes of `shapes` (an ONO preset name;
 /// default: `preset` when it names one), `batch` samples per step (default: the shapes'), with
-/// `recipe`'s optimisation (default: the FNO scripts' for the FNO family, else ONO's); prints one
-/// JSON line.
+/// `recipe`'s optimisation (default: the FNO scripts' for the FNO family, else ONO's), the
+/// products in `precision` (`f32`, `bf16`, `f16`); prints one JSON line.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     arch: &str,
@@ -23,7 +24,9 @@ pub fn run(
     dev: &str,
     recompute: ono_models::Recompute,
     overrides: Option<&str>,
+    precision: &str,
 ) -> Result<()> {
+    let precision: Precision = precision.parse().context("--precision")?;
     let mut config = ModelConfig::preset(arch, preset)?;
     if let Some(text) = overrides {
         let table: toml::Table = text
@@ -61,6 +64,7 @@ pub fn run(
         warmup,
         device(dev)?,
         recompute,
+        precision,
     )?;
     println!("{}", serde_json::to_string(&report)?);
     Ok(())

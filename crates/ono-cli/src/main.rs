@@ -147,6 +147,10 @@ enum Cmd {
         /// Fields of the preset to change, as TOML lines (`n_layers = 4`).
         #[arg(long)]
         overrides: Option<String>,
+        /// The kind of the matrix products: f32, bf16 or f16 (mixed precision: float32
+        /// parameters; f16 with dynamic loss scaling).
+        #[arg(long, default_value = "f32")]
+        precision: String,
     },
     /// Reproduce the ONO paper's tables: train every model of every table (experiment files in
     /// each run folder), time the steps, and write report.md, summary.json and plots. Finished
@@ -218,6 +222,7 @@ fn dispatch(command: Cmd) -> Result<bool> {
             device,
             recompute,
             overrides,
+            precision,
         } => bench::run(
             &arch,
             &preset,
@@ -230,6 +235,7 @@ fn dispatch(command: Cmd) -> Result<bool> {
             &device,
             recompute,
             overrides.as_deref(),
+            &precision,
         )?,
         Cmd::Reproduce(options) => return reproduce::run(options),
     }

@@ -82,10 +82,60 @@ panels = 2
 
 #[test]
 fn kill_nine_mid_epoch_then_resume_is_bit_identical() {
-    let dir = temp_dir("resume");
+    killed_run_resumes_bit_identically("resume", "");
+}
+
+/// Float16 mixed precision: the loss scaler's state and the optimizer's skip counts are in the
+/// checkpoint, so a killed run resumes bit-identically too; `ono eval` evaluates in the
+/// precision the run trained in.
+#[test]
+fn a_float16_run_resumes_bit_identically_and_evaluates_in_float16() {
+    let dir = killed_run_resumes_bit_identically("resume-f16", "precision = \"f16\"\n");
+    let ckpt = dir.join("a/checkpoints/last.safetensors");
+    let c = Checkpoint::load(&ckpt).unwrap();
+    let scale = c.tensors["scaler.scale"].double_value(&[0]);
+    let skipped: i64 = c
+        .tensors
+        .iter()
+        .filter(|(k, _)| k.ends_with(".skipped_steps"))
+        .map(|(_, t)| t.int64_value(&[]))
+        .max()
+        .unwrap();
+    // The first steps overflow float16 at GradScaler's initial 2^16 and are skipped: the
+    // resumed run had a non-trivial scaler state to restore.
+    assert!(
+        skipped > 0 && scale < 65536.0,
+        "scale {scale}, skipped {skipped}"
+    );
+    let last: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(dir.join("a/metrics.jsonl"))
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    let trained = last["test_rel_l2"].as_f64().unwrap();
+    let ev = json(&ono().arg("eval").arg(&ckpt).output().unwrap());
+    let e = ev["test_rel_l2"].as_f64().unwrap();
+    // float32 evaluation of the same weights differs in the 4th digit.
+    assert!((e - trained).abs() <= 1e-7 * trained, "{e} vs {trained}");
+}
+
+/// Trains `a` uninterrupted and `b` killed with SIGKILL mid-epoch then resumed, both from the
+/// configuration with the top-level keys `top` put in front; asserts they end with the same
+/// tensors and metrics. Returns the scratch folder.
+fn killed_run_resumes_bit_identically(name: &str, top: &str) -> PathBuf {
+    let config = |dir: &Path, out: &str| {
+        let p = config(dir, "data.safetensors", out, 4, "");
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("{top}{text}")).unwrap();
+        p
+    };
+    let dir = temp_dir(name);
     synthetic_dataset(&dir.join("data.safetensors"), 40, 8, 8, 1);
     // Uninterrupted reference run.
-    let cfg_a = config(&dir, "data.safetensors", "a", 4, "");
+    let cfg_a = config(&dir, "a");
     let out = ono()
         .arg("train")
         .arg(&cfg_a)
@@ -99,7 +149,7 @@ fn kill_nine_mid_epoch_then_resume_is_bit_identical() {
     );
 
     // The same run, killed with SIGKILL once a mid-epoch checkpoint exists.
-    let cfg_b = config(&dir, "data.safetensors", "b", 4, "");
+    let cfg_b = config(&dir, "b");
     train_then_kill(&cfg_b, &dir.join("b/checkpoints/last.json"), |v| {
         v["epoch"].as_u64() >= Some(1) && v["batch_in_epoch"].as_u64() > Some(0)
     });
@@ -161,6 +211,7 @@ fn kill_nine_mid_epoch_then_resume_is_bit_identical() {
         let name = f.unwrap().file_name().to_string_lossy().to_string();
         assert!(!name.contains(".tmp"), "left over: {name}");
     }
+    dir
 }
 
 #[test]
@@ -402,4 +453,48 @@ lr = 0.005
     .mean(Kind::Double)
     .double_value(&[]);
     assert!((rel - final_err).abs() < 1e-4, "{rel} vs {final_err}");
+}
+
+/// `ono bench-step --precision`: one JSON line naming the precision for each kind; an unknown
+/// one is refused by name.
+#[test]
+fn bench_step_times_each_precision_and_refuses_an_unknown_one() {
+    let tiny =
+        "n_layers = 1\nn_hidden = 16\nn_head = 2\npsi_dim = 4\nnn_block = \"linear_transformer\"";
+    let bench = |precision: &str| {
+        ono()
+            .args([
+                "bench-step",
+                "--preset",
+                "darcy",
+                "--shapes",
+                "super_resolution",
+            ])
+            .args([
+                "--batch",
+                "1",
+                "--steps",
+                "1",
+                "--warmup",
+                "0",
+                "--threads",
+                "1",
+            ])
+            .args(["--overrides", tiny, "--precision", precision])
+            .output()
+            .unwrap()
+    };
+    for p in ["f32", "bf16", "f16"] {
+        let out = bench(p);
+        ok(&out);
+        let v = json(&out);
+        assert_eq!(v["precision"], p, "{v}");
+        assert!(v["median_s"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    let out = bench("fp8");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--precision") && err.contains("fp8"),
+        "{err}"
+    );
 }

@@ -1,6 +1,7 @@
 //! Batched kernels of ono on libtorch: Cholesky orthonormalization, EMA statistics, the attention
-//! kernels of ONO and its baselines, and the spectral multiply of FNO layers. Stateless functions on
-//! `tch::Tensor`s (the EMA buffer aside); every one documents its shapes in a `# Shapes` section.
+//! kernels of ONO and its baselines, the spectral multiply of FNO layers, and the float32 islands of
+//! mixed precision ([`precision`]). Stateless functions on `tch::Tensor`s (the EMA buffer aside);
+//! every one documents its shapes in a `# Shapes` section.
 
 pub mod attention;
 pub mod ema;
@@ -8,6 +9,7 @@ mod error;
 pub mod health;
 pub mod host;
 pub mod orthonormal;
+pub mod precision;
 pub mod spectral;
 
 pub use error::{Error, Result};

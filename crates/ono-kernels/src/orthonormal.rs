@@ -3,11 +3,17 @@
 //! ψ (the k eigenfunctions evaluated at the points) is whitened by the Cholesky factor of its
 //! pooled, **uncentred** second moment, so that Σ_b Σ_n ψ̃ψ̃ᵀ = B·N·I. Everything is differentiable:
 //! training back-propagates through the batch second moment, the Cholesky and the solve.
+//!
+//! Every function here computes in float32 at least: bfloat16 or float16 input is widened first
+//! ([`crate::precision::widen`]), so under mixed precision ψ's statistics, factor and whitened
+//! values are float32 (the Cholesky of a bfloat16 second moment would lose the small eigenvalues
+//! that whitening divides by).
 
 use std::sync::{Mutex, OnceLock};
 
 use tch::{Device, Kind, Tensor};
 
+use crate::precision::widen;
 use crate::{host, Error, Result};
 
 /// Number of jittered retries of [`psd_safe_cholesky`] after the plain attempt (reference: 10).
@@ -22,7 +28,8 @@ pub fn base_jitter(kind: Kind) -> f64 {
     }
 }
 
-/// Pooled uncentred second moment C = Σ_b Σ_n ψ_bn ψ_bnᵀ / (number of points).
+/// Pooled uncentred second moment C = Σ_b Σ_n ψ_bn ψ_bnᵀ / (number of points), in float32 for
+/// 16-bit ψ.
 ///
 /// With a `mask`, only points where it is non-zero count, and the divisor is the number of real
 /// points (Σ mask), so padded point clouds give the statistics of their real points. An all-zero
@@ -35,6 +42,7 @@ pub fn base_jitter(kind: Kind) -> f64 {
 pub fn second_moment(psi: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
     const OP: &str = "second_moment";
     let [b, n, k] = dims3(psi, OP, "psi of shape (B, N, k)")?;
+    let psi = &widen(psi)?;
     let flat = psi.f_reshape([b * n, k])?;
     match mask {
         None => Ok(flat.f_tr()?.f_mm(&flat)?.f_div_scalar((b * n) as f64)?),
@@ -57,7 +65,8 @@ pub fn second_moment(psi: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
 /// (`psd_safe_cholesky`, reference L569–610): a plain attempt first; if it fails,
 /// `base_jitter·10^i` (i = 0…9) is added to the diagonal until one succeeds.
 ///
-/// Returns the lower factor L (A + jitter·I = L Lᵀ) and the jitter used (0 when none was needed).
+/// Returns the lower factor L (A + jitter·I = L Lᵀ, float32 for a 16-bit A) and the jitter used
+/// (0 when none was needed).
 /// NaN/Inf in A is [`Error::NonFinite`]; failure after the last try is
 /// [`Error::NotPositiveDefinite`]. [`psd_safe_cholesky_device`] plus one host read of its status;
 /// code inside a training step uses that one and defers the verdict ([`crate::health`]).
@@ -113,6 +122,7 @@ pub fn psd_safe_cholesky_device(a: &Tensor) -> Result<(Tensor, Tensor)> {
             msg: format!("needs a floating-point matrix, got {:?}", a.kind()),
         });
     }
+    let a = &widen(a)?;
     let shifts = jitter_shifts(a.kind(), a.device(), size.len(), size[size.len() - 1])?;
     // Few, fused operations: on the CPU each costs microseconds of dispatch, more than the
     // factorizations of k ≤ 32 themselves.
@@ -225,7 +235,7 @@ fn jitter_shifts(kind: Kind, device: Device, rank: usize, k: i64) -> Result<Tens
     Ok(shifts)
 }
 
-/// ψ̃ = ψ L⁻ᵀ by a triangular solve (no explicit inverse).
+/// ψ̃ = ψ L⁻ᵀ by a triangular solve (no explicit inverse), in float32 for 16-bit ψ or L.
 ///
 /// # Shapes
 /// - `psi`: (..., N, k)
@@ -233,13 +243,14 @@ fn jitter_shifts(kind: Kind, device: Device, rank: usize, k: i64) -> Result<Tens
 /// - returns: (..., N, k)
 pub fn whiten(psi: &Tensor, l: &Tensor) -> Result<Tensor> {
     check_factor(psi, l, "whiten")?;
+    let (psi, l) = (widen(psi)?, widen(l)?);
     // Solve X Lᵀ = ψ for X, i.e. a right solve with the upper-triangular Lᵀ.
     Ok(l.f_transpose(-2, -1)?
-        .f_linalg_solve_triangular(psi, true, false, false)?)
+        .f_linalg_solve_triangular(&psi, true, false, false)?)
 }
 
 /// ψ̃ = ψ (L⁻¹)ᵀ through the explicit inverse, exactly as the reference computes it (L287–288).
-/// Mathematically identical to [`whiten`]; fp32 round-off differs.
+/// Mathematically identical to [`whiten`]; fp32 round-off differs. Float32 for 16-bit ψ or L.
 ///
 /// # Shapes
 /// - `psi`: (..., N, k)
@@ -247,6 +258,7 @@ pub fn whiten(psi: &Tensor, l: &Tensor) -> Result<Tensor> {
 /// - returns: (..., N, k)
 pub fn whiten_explicit_inverse(psi: &Tensor, l: &Tensor) -> Result<Tensor> {
     check_factor(psi, l, "whiten_explicit_inverse")?;
+    let (psi, l) = (widen(psi)?, widen(l)?);
     Ok(psi.f_matmul(&l.f_inverse()?.f_transpose(-2, -1)?)?)
 }
 

@@ -12,9 +12,14 @@
 //! axis), which with FNO's few modes costs a fraction of the FFTs and of their backward (PyTorch
 //! differentiates `rfftn` with a full complex FFT), on the CPU above all, where the padded sizes
 //! (85 + 9 = 94 = 2·47) are FFT-unfriendly. Both agree to rounding (tested in float64 to 1e-12).
+//!
+//! Both compute in float32 at least (16-bit input is widened, the output is float32): there is no
+//! complex bfloat16 FFT, and the pruned DFT's sums of n phase-weighted terms would carry
+//! bfloat16's 2⁻⁸ relative error on every kept mode.
 
 use tch::{Kind, Tensor};
 
+use crate::precision::widen;
 use crate::{Error, Result};
 
 /// Number of weight tensors (corners) for `d` spatial dims: 2^(d−1). The last dim is halved by the
@@ -38,6 +43,7 @@ pub fn corner_count(d: usize) -> usize {
 /// - returns: (B, Co, n_1, …, n_D)
 pub fn spectral_conv(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<Tensor> {
     check(x, weights, modes, norm)?;
+    let x = &widen(x)?;
     let d = modes.len();
     let spatial = &x.size()[2..];
     let disjoint = (0..d - 1).all(|j| 2 * modes[j] <= spatial[j]);
@@ -118,6 +124,7 @@ pub fn spectral_conv_fft(
     norm: &str,
 ) -> Result<Tensor> {
     check(x, weights, modes, norm)?;
+    let x = &widen(x)?;
     let d = modes.len();
     let size = x.size();
     let (b, spatial) = (size[0], &size[2..]);

@@ -1,5 +1,6 @@
 //! [`Model`]: a built operator of any architecture together with the `VarStore` that owns its
-//! variables — what the trainer, the predictor and `ono check-reference` hold.
+//! variables — what the trainer, the predictor and `ono check-reference` hold — and the
+//! precision its forward passes compute in ([`Model::set_precision`]).
 
 use std::path::Path;
 
@@ -9,6 +10,7 @@ use tch::{Device, Kind, Tensor};
 use crate::operator::{LossFn, ModelInput, NeuralOperator};
 use crate::registry::ModelConfig;
 use crate::Result;
+use ono_nn::precision::{self, Precision};
 use ono_nn::weights::NamedTensors;
 
 /// See the module documentation.
@@ -18,6 +20,7 @@ pub struct Model {
     net: Box<dyn NeuralOperator>,
     config: ModelConfig,
     kind: Kind,
+    precision: Precision,
 }
 
 impl Model {
@@ -44,6 +47,7 @@ impl Model {
             net,
             config: config.clone(),
             kind,
+            precision: Precision::F32,
         })
     }
 
@@ -101,19 +105,61 @@ impl Model {
         crate::parameter_count(&self.vs)
     }
 
-    /// See [`NeuralOperator::forward`].
-    pub fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
-        self.net.forward(input, train)
+    /// The precision of the forward passes ([`Precision::F32`] unless set).
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
-    /// See [`NeuralOperator::forward_backward`].
+    /// Runs the forward passes of [`Model::forward`] and [`Model::forward_backward`] in
+    /// `precision` ([`ono_nn::precision`]): the parameters stay in the model's kind, the matrix
+    /// products run in the 16-bit kind, the output comes back in the model's kind. Refuses a
+    /// reduced precision for a float64 model (mixed precision keeps float32 master weights) and
+    /// one whose products do not run on the model's device.
+    pub fn set_precision(&mut self, precision: Precision) -> Result<()> {
+        if precision != Precision::F32 && self.kind != Kind::Float {
+            return Err(crate::Error::Config(format!(
+                "precision {precision} needs a float32 model, this one is {:?}",
+                self.kind
+            )));
+        }
+        precision::check_supported(precision, self.device())?;
+        self.precision = precision;
+        Ok(())
+    }
+
+    /// The output in the model's kind (a no-op at [`Precision::F32`]).
+    fn full(&self, out: Tensor) -> Result<Tensor> {
+        Ok(if out.kind() == self.kind || !out.is_floating_point() {
+            out
+        } else {
+            out.f_to_kind(self.kind)?
+        })
+    }
+
+    /// See [`NeuralOperator::forward`]; in the model's precision, the output in the model's kind.
+    pub fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+        let out = precision::scope(self.precision, || self.net.forward(input, train))?;
+        self.full(out)
+    }
+
+    /// See [`NeuralOperator::forward_backward`]; in the model's precision, and `loss` sees the
+    /// output in the model's kind (the loss is computed in float32 under mixed precision).
     pub fn forward_backward(
         &self,
         input: &ModelInput<'_>,
         loss: &mut LossFn<'_>,
         recompute: crate::Recompute,
     ) -> Result<Tensor> {
-        self.net.forward_backward(input, loss, recompute)
+        if self.precision == Precision::F32 {
+            return self.net.forward_backward(input, loss, recompute);
+        }
+        let mut full_loss = |out: &Tensor| -> std::result::Result<Tensor, crate::LossError> {
+            let out = self.full(out.shallow_clone())?;
+            loss(&out)
+        };
+        precision::scope(self.precision, || {
+            self.net.forward_backward(input, &mut full_loss, recompute)
+        })
     }
 
     /// See [`NeuralOperator::reset_statistics`].

@@ -5,6 +5,7 @@ use tch::nn::{Init, Path};
 use tch::Tensor;
 
 use crate::linear::Linear;
+use crate::precision::{to_compute, to_compute_opt};
 use crate::{Error, Result};
 
 /// PyTorch's default init bound for a layer with `fan_in` inputs: `kaiming_uniform_(a = √5)` on
@@ -85,6 +86,8 @@ pub struct Conv {
 }
 
 impl Conv {
+    /// In the compute kind of a mixed-precision scope, like [`Linear`].
+    ///
     /// # Shapes
     /// - `x`: (B, in, n_1, …, n_dims)
     /// - returns: (B, out, n_1 + 2p − k + 1, …)
@@ -101,9 +104,10 @@ impl Conv {
         let ones = vec![1i64; c.dims];
         let zeros = vec![0i64; c.dims];
         let padding = vec![c.padding; c.dims];
-        Ok(x.f_convolution(
-            &self.weight,
-            self.bias.as_ref(),
+        let bias = to_compute_opt(self.bias.as_ref())?;
+        Ok(to_compute(x)?.f_convolution(
+            &to_compute(&self.weight)?,
+            bias.as_ref(),
             &ones,
             &padding,
             &ones,

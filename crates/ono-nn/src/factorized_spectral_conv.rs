@@ -8,6 +8,7 @@
 use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
 
+use crate::precision::widen;
 use crate::{Error, Result};
 
 /// Settings of [`FactorizedSpectralConv`].
@@ -71,7 +72,8 @@ pub struct FactorizedSpectralConv {
 impl FactorizedSpectralConv {
     /// Σ_j irfft_j(W_j · rfft_j(x)[:m_j]): along each axis j, an rFFT with norm "ortho", the
     /// first m_j modes times the complex weight (channels mixed, the other axes untouched), the
-    /// rest zero, the inverse rFFT at the axis' size; the per-axis results are summed.
+    /// rest zero, the inverse rFFT at the axis' size; the per-axis results are summed. In float32
+    /// at least (a 16-bit `x` is widened: there is no bfloat16 FFT).
     ///
     /// # Shapes
     /// - `x`: (B, in, n_1, …, n_D) with m_j ≤ n_j/2 + 1
@@ -100,6 +102,7 @@ impl FactorizedSpectralConv {
                 });
             }
         }
+        let x = &widen(x)?;
         let letters = &"xyz"[..d];
         // Summed in axis order, as the reference's xx + xy (+ xz).
         let mut out: Option<Tensor> = None;

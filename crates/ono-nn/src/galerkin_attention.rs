@@ -15,6 +15,7 @@ use tch::Tensor;
 use crate::conv::torch_linear;
 use crate::linear::Linear;
 use crate::norm::LayerNorm;
+use crate::precision::matmul;
 use crate::{Error, Result};
 
 /// The reference's `attention_type`s with a per-head LayerNorm (`instance` norms, `cosine` and
@@ -246,19 +247,18 @@ impl GalerkinAttention {
                 } else {
                     (q, k)
                 };
-                let context = k.f_transpose(-2, -1)?.f_matmul(&v)?.f_div_scalar(n)?;
-                q.f_matmul(&self.drop(&context, train)?)?
+                let context = matmul(&k.f_transpose(-2, -1)?, &v)?.f_div_scalar(n)?;
+                matmul(&q, &self.drop(&context, train)?)?
             }
             GalerkinAttentionKind::Fourier | GalerkinAttentionKind::Softmax => {
-                let scores = q
-                    .f_matmul(&k.f_transpose(-2, -1)?)?
-                    .f_div_scalar((width as f64).sqrt())?;
+                let scores =
+                    matmul(&q, &k.f_transpose(-2, -1)?)?.f_div_scalar((width as f64).sqrt())?;
                 let scores = if c.kind == GalerkinAttentionKind::Softmax {
                     scores.f_softmax(-1, scores.kind())?
                 } else {
                     scores.f_div_scalar(n)?
                 };
-                self.drop(&scores, train)?.f_matmul(&v)?
+                matmul(&self.drop(&scores, train)?, &v)?
             }
         };
         let out = out.f_transpose(1, 2)?.f_reshape([b, n, h * width])?;

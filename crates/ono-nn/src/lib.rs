@@ -3,7 +3,7 @@
 //! the orthogonal attention block of ONO, convolutions, the FNO Fourier layer, the Geo-FNO
 //! projection with its deformation net, GNOT's normalized attention and geometric mixture of
 //! experts, Transolver's Physics-Attention, the Neural-Solver-Library model frame, its U-Net and
-//! LSM's Neural Spectral Block.
+//! LSM's Neural Spectral Block; mixed precision ([`precision`]).
 //!
 //! Every module follows one pattern: a serde `Config` with defaults, `init(&self, path)` registering
 //! parameters under the reference PyTorch names, and `forward` with a `# Shapes` section.
@@ -27,6 +27,7 @@ pub mod norm;
 pub mod nsl_frame;
 pub mod orthogonal;
 pub mod physics_attention;
+pub mod precision;
 pub mod residual_spectral_conv;
 pub mod spectral_conv;
 pub mod time_embedding;
@@ -36,6 +37,7 @@ pub mod weights;
 
 pub use error::{Error, Result};
 pub use linear::{Linear, LinearConfig, LinearInit};
+pub use precision::Precision;
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{Init, Path};
 use tch::Tensor;
 
+use crate::precision::{to_compute, to_compute_opt};
 use crate::Result;
 
 /// `timm.trunc_normal_(std=0.02)` as ONO (and NSL's GNOT) apply it to every `nn.Linear`. Its bounds are
@@ -76,7 +77,8 @@ impl LinearConfig {
     }
 }
 
-/// y = x Wᵀ + b, on the last dimension.
+/// y = x Wᵀ + b, on the last dimension; in the compute kind of a mixed-precision scope
+/// ([`crate::precision`]), the float32 weight and bias cast to it.
 #[derive(Debug)]
 pub struct Linear {
     pub weight: Tensor,
@@ -88,7 +90,8 @@ impl Linear {
     /// - `x`: (..., in)
     /// - returns: (..., out)
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.f_linear(&self.weight, self.bias.as_ref())?)
+        let bias = to_compute_opt(self.bias.as_ref())?;
+        Ok(to_compute(x)?.f_linear(&to_compute(&self.weight)?, bias.as_ref())?)
     }
 
     pub fn in_dim(&self) -> i64 {

@@ -30,6 +30,7 @@ use tch::nn::{Init, Path};
 use tch::Tensor;
 
 use crate::conv::{Conv, ConvConfig};
+use crate::precision::matmul;
 use crate::{Error, Result};
 
 /// Settings of [`NeuralSpectralBlock`]: NSL's `NeuralSpectralBlock{dims}D(width, num_basis,
@@ -103,9 +104,8 @@ pub struct NeuralSpectralBlock {
 /// - `q`: (…, Lq, d), `k`: (…, Lk, d), `v`: (…, Lk, dv)
 /// - returns: (…, Lq, dv)
 fn unscaled_attention(q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
-    Ok(q.f_matmul(&k.f_transpose(-2, -1)?)?
-        .f_softmax(-1, q.kind())?
-        .f_matmul(v)?)
+    let scores = matmul(q, &k.f_transpose(-2, -1)?)?;
+    matmul(&scores.f_softmax(-1, scores.kind())?, v)
 }
 
 impl NeuralSpectralBlock {
@@ -176,8 +176,7 @@ impl NeuralSpectralBlock {
             .f_mul_scalar(1.0 / cfg.num_basis as f64)?;
         let arg = tok.f_unsqueeze(-1)?.f_mul(&modes)?.f_mul_scalar(PI)?;
         let basis = Tensor::f_cat(&[arg.f_sin()?, arg.f_cos()?], -1)?; // (B', C, T, 2M)
-        let tok = basis
-            .f_matmul(&self.weights.f_unsqueeze(-1)?)?
+        let tok = matmul(&basis, &self.weights.f_unsqueeze(-1)?)?
             .f_squeeze_dim(-1)?
             .f_add(&tok)?;
 

@@ -1,9 +1,13 @@
 //! LayerNorm, BatchNorm (`nn.BatchNorm1d/2d/3d`) and affine InstanceNorm
 //! (`nn.InstanceNorm1d/2d/3d(affine = True)`) with PyTorch's defaults and parameter names.
+//!
+//! Under mixed precision each normalizes a 16-bit input in float32, with its float32 parameters
+//! and statistics, and answers in the input's kind ([`crate::precision::widened`]).
 
 use tch::nn::{Init, Path};
 use tch::{Kind, Tensor};
 
+use crate::precision::widened;
 use crate::{Error, Result};
 
 /// PyTorch's default eps of both norms.
@@ -37,13 +41,15 @@ impl LayerNorm {
     /// - `x`: (..., dim)
     /// - returns: (..., dim)
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.f_layer_norm(
-            [self.dim],
-            Some(&self.weight),
-            Some(&self.bias),
-            self.eps,
-            true,
-        )?)
+        widened(x, self.weight.kind(), |x| {
+            Ok(x.f_layer_norm(
+                [self.dim],
+                Some(&self.weight),
+                Some(&self.bias),
+                self.eps,
+                true,
+            )?)
+        })
     }
 }
 
@@ -121,16 +127,7 @@ impl BatchNorm {
         if train {
             let _ = tch::no_grad(|| self.num_batches_tracked.shallow_clone().f_add_scalar_(1))?;
         }
-        Ok(x.f_batch_norm(
-            Some(&self.weight),
-            Some(&self.bias),
-            Some(&self.running_mean),
-            Some(&self.running_var),
-            train,
-            self.momentum,
-            self.eps,
-            true,
-        )?)
+        self.normalize(x, Some((&self.running_mean, &self.running_var)), train)
     }
 
     /// Training-mode normalization with the batch's statistics, leaving the running statistics
@@ -142,16 +139,29 @@ impl BatchNorm {
     pub fn forward_batch_statistics(&self, x: &Tensor) -> Result<Tensor> {
         let size = x.size();
         self.check(&size)?;
-        Ok(x.f_batch_norm(
-            Some(&self.weight),
-            Some(&self.bias),
-            None::<&Tensor>,
-            None::<&Tensor>,
-            true,
-            self.momentum,
-            self.eps,
-            true,
-        )?)
+        self.normalize(x, None, true)
+    }
+
+    /// `batch_norm` with (or without) the running statistics, widened under mixed precision.
+    fn normalize(
+        &self,
+        x: &Tensor,
+        running: Option<(&Tensor, &Tensor)>,
+        train: bool,
+    ) -> Result<Tensor> {
+        let (mean, var) = running.unzip();
+        widened(x, self.weight.kind(), |x| {
+            Ok(x.f_batch_norm(
+                Some(&self.weight),
+                Some(&self.bias),
+                mean,
+                var,
+                train,
+                self.momentum,
+                self.eps,
+                true,
+            )?)
+        })
     }
 }
 
@@ -189,15 +199,17 @@ impl InstanceNorm {
                 got: size,
             });
         }
-        Ok(x.f_instance_norm(
-            Some(&self.weight),
-            Some(&self.bias),
-            None::<&Tensor>,
-            None::<&Tensor>,
-            true,
-            0.1,
-            self.eps,
-            true,
-        )?)
+        widened(x, self.weight.kind(), |x| {
+            Ok(x.f_instance_norm(
+                Some(&self.weight),
+                Some(&self.bias),
+                None::<&Tensor>,
+                None::<&Tensor>,
+                true,
+                0.1,
+                self.eps,
+                true,
+            )?)
+        })
     }
 }

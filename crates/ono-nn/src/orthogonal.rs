@@ -10,6 +10,10 @@
 //! fx ← mlp2(LN₃ fx)                                     (no residual; the last block's mlp2 is
 //!                                                         the output head Linear(h → out))
 //! ```
+//!
+//! Under mixed precision ([`crate::precision`]) the projections and the two kernel products run
+//! in the compute kind; ψ is widened to float32 before its second moment, the Cholesky factor
+//! and the whitening (the EMA buffer stays float32), and ψ̃ is cast down again for the kernel.
 
 use serde::{Deserialize, Serialize};
 use tch::nn::{Init, Path};
@@ -18,6 +22,7 @@ use tch::Tensor;
 use crate::linear::{Linear, LinearConfig};
 use crate::mlp::{Mlp, MlpConfig};
 use crate::norm::{BatchNorm, LayerNorm};
+use crate::precision::{matmul, widen};
 use crate::transformer_block::{TransformerBlock, TransformerBlockConfig};
 use crate::{Error, Result};
 use ono_kernels::ema::EmaCovariance;
@@ -227,6 +232,8 @@ impl OrthogonalBlock {
     }
 
     fn whiten_with(&self, ema: &EmaCovariance, psi: &Tensor, train: bool) -> Result<Tensor> {
+        // Once here rather than in each of the three kernels below, which would widen it again.
+        let psi = &widen(psi)?;
         let cov = if train {
             let cov = second_moment(psi, None)?;
             if !self.frozen_statistics.get() {
@@ -284,7 +291,8 @@ impl OrthogonalBlock {
     }
 
     /// (ψ̃_out ⊙ softplus(μ)) (ψ̃_inᵀ fx) [+ fx]: the orthogonal attention, summed over the input
-    /// points with no 1/N. The residual needs the output points to be the input points.
+    /// points with no 1/N. The residual needs the output points to be the input points. Both
+    /// products run in the compute kind; the residual sum takes the wider of the two kinds.
     ///
     /// # Shapes
     /// - `psi_out`: (B, M, k), `psi_in`: (B, N, k), `fx`: (B, N, h)
@@ -296,8 +304,8 @@ impl OrthogonalBlock {
         fx: &Tensor,
         residual: bool,
     ) -> Result<Tensor> {
-        let coeff = psi_in.f_transpose(-2, -1)?.f_matmul(fx)?; // (B, k, h)
-        let out = psi_out.f_mul(&self.mu.f_softplus()?)?.f_matmul(&coeff)?;
+        let coeff = matmul(&psi_in.f_transpose(-2, -1)?, fx)?; // (B, k, h)
+        let out = matmul(&psi_out.f_mul(&self.mu.f_softplus()?)?, &coeff)?;
         Ok(if residual { out.f_add(fx)? } else { out })
     }
 

@@ -29,6 +29,7 @@ use crate::attention::{merge_heads, split_heads};
 use crate::conv::{Conv, ConvConfig};
 use crate::grid::{grid_to_points, points_to_grid};
 use crate::linear::{Linear, LinearConfig};
+use crate::precision::matmul;
 use crate::{Error, Result};
 
 /// NSL's initial temperature of every head.
@@ -233,17 +234,14 @@ impl PhysicsAttention {
         let norm = w
             .f_sum_dim_intlist(2, false, kind)?
             .f_add_scalar(SLICE_EPS)?; // (B, H, G)
-        let tokens = w
-            .f_transpose(-2, -1)?
-            .f_matmul(&fx_mid)?
-            .f_div(&norm.f_unsqueeze(-1)?)?; // (B, H, G, d)
+        let tokens = matmul(&w.f_transpose(-2, -1)?, &fx_mid)?.f_div(&norm.f_unsqueeze(-1)?)?; // (B, H, G, d)
         let out = ono_kernels::attention::softmax(
             &self.to_q.forward(&tokens)?,
             &self.to_k.forward(&tokens)?,
             &self.to_v.forward(&tokens)?,
             None,
         )?;
-        self.to_out.forward(&merge_heads(&w.f_matmul(&out)?)?)
+        self.to_out.forward(&merge_heads(&matmul(&w, &out)?)?)
     }
 }
 

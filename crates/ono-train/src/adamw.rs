@@ -5,6 +5,11 @@
 //! Why not tch's optimizer: it cannot save its state, and it launches several kernels per
 //! parameter. Here each group's parameters are re-seated as views of one flat buffer, so a step
 //! is a constant dozen kernels whatever the number of parameters, and needs no host read.
+//!
+//! Float16 training skips the steps whose gradients overflowed ([`AdamW::step_unless`],
+//! `GradScaler.step`'s semantics) without a host read: the update is computed and then discarded
+//! on the device, and the bias corrections count only the steps taken, from per-parameter device
+//! counters of skipped steps.
 
 use std::collections::BTreeMap;
 
@@ -94,6 +99,12 @@ struct Group {
     exp_avg: Tensor,
     exp_avg_sq: Tensor,
     max_exp_avg_sq: Option<Tensor>,
+    /// (parameters,) int64 on the device: steps each parameter had a gradient for but that
+    /// [`AdamW::step_unless`] skipped. `None` until the first such step.
+    skipped: Option<Tensor>,
+    /// Whether every parameter's skip count is the same (every skippable step so far had a
+    /// gradient for all of them), so that one count serves the whole flat buffer.
+    skips_uniform: bool,
 }
 
 /// Flat gradients of every group, gathered once per step (clipping works on them in place).
@@ -120,6 +131,11 @@ impl FlatGrads {
         }
     }
 
+    /// The flat gradient tensors (what a loss scaler unscales in place).
+    pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        self.grads.iter_mut().flatten()
+    }
+
     /// `clip_grad_norm_`: scales every gradient by min(1, max_norm / (‖g‖ + 1e-6)) without reading
     /// the norm back to the host, and returns the norm before clipping.
     pub fn clip_norm_(&mut self, max_norm: f64) -> Result<Tensor> {
@@ -130,6 +146,97 @@ impl FlatGrads {
         }
         Ok(total)
     }
+}
+
+impl Group {
+    /// For a skippable step: whether to keep its update (a 0-dim bool on the device) and the
+    /// skip counts before it (created at zero on the first skippable step).
+    fn skip_state(&mut self, found_inf: &Tensor, all: bool) -> Result<(Tensor, Tensor)> {
+        if self.skipped.is_none() {
+            let n = self.names.len() as i64;
+            self.skipped = Some(Tensor::f_zeros([n], (Kind::Int64, self.flat.device()))?);
+        }
+        if !all {
+            self.skips_uniform = false;
+        }
+        let keep = found_inf.f_reshape([])?.f_eq(0.0)?;
+        // Read (into the bias corrections) before this step's skip is counted in place.
+        let skipped = self
+            .skipped
+            .as_ref()
+            .expect("created above")
+            .shallow_clone();
+        Ok((keep, skipped))
+    }
+
+    /// The `.skipped_steps` counts of [`AdamW::state`], if the state has them; one host read (at
+    /// load time) settles whether they are uniform.
+    fn load_skips(&mut self, prefix: &str, tensors: &BTreeMap<String, Tensor>) -> Result<()> {
+        let keys: Vec<String> = self
+            .names
+            .iter()
+            .map(|n| format!("{prefix}{n}.skipped_steps"))
+            .collect();
+        let found: Vec<&Tensor> = keys.iter().filter_map(|k| tensors.get(k)).collect();
+        if found.is_empty() {
+            self.skipped = None;
+            self.skips_uniform = true;
+            return Ok(());
+        }
+        if found.len() != keys.len() || found.iter().any(|t| t.numel() != 1) {
+            return Err(Error::Data(format!(
+                "optimizer state has {} of the {} skip counts {}… (one number each)",
+                found.len(),
+                keys.len(),
+                keys[0]
+            )));
+        }
+        let parts = found
+            .iter()
+            .map(|t| t.f_reshape([1])?.f_to_kind(Kind::Int64))
+            .collect::<Result<Vec<_>, _>>()?;
+        let counts = Tensor::f_cat(&parts, 0)?;
+        let host = Vec::<i64>::try_from(&counts)?;
+        self.skips_uniform = host.windows(2).all(|w| w[0] == w[1]);
+        self.skipped = Some(counts.f_to_device(self.flat.device())?);
+        Ok(())
+    }
+
+    /// The group's values and moments, for [`update`].
+    fn slots(&self) -> Slots {
+        Slots {
+            param: self.flat.shallow_clone(),
+            exp_avg: self.exp_avg.shallow_clone(),
+            exp_avg_sq: self.exp_avg_sq.shallow_clone(),
+            max_exp_avg_sq: self.max_exp_avg_sq.as_ref().map(Tensor::shallow_clone),
+        }
+    }
+}
+
+/// Adds this step's skip (1 where `found_inf` is non-zero) to the counts of the parameters that
+/// had a gradient.
+fn count_skip(skipped: &mut Tensor, found_inf: &Tensor, present: &[bool], all: bool) -> Result<()> {
+    let inc = found_inf
+        .f_reshape([1])?
+        .f_ne(0.0)?
+        .f_to_kind(Kind::Int64)?;
+    let inc = if all {
+        inc
+    } else {
+        let mask: Vec<i64> = present.iter().map(|&p| i64::from(p)).collect();
+        inc.f_mul(&Tensor::from_slice(&mask).f_to_device(skipped.device())?)?
+    };
+    let _ = skipped.f_add_(&inc)?;
+    Ok(())
+}
+
+/// The step count of the bias corrections: the steps a parameter had a gradient for (`step`,
+/// this one included) less those skipped, as a float64 0-dim tensor on the device.
+fn taken_steps(step: u64, skipped: &Tensor) -> Result<Tensor> {
+    Ok(skipped
+        .f_to_kind(Kind::Double)?
+        .f_neg()?
+        .f_add_scalar(step as f64)?)
 }
 
 /// The optimizer.
@@ -232,6 +339,8 @@ impl AdamW {
                 offsets,
                 exp_avg: zeros()?,
                 exp_avg_sq: zeros()?,
+                skipped: None,
+                skips_uniform: true,
             });
         }
         Ok(Self { groups })
@@ -312,6 +421,25 @@ impl AdamW {
 
     /// One AdamW step from gathered (and possibly clipped) gradients.
     pub fn step_with(&mut self, grads: &FlatGrads) -> Result<()> {
+        self.step_masked(grads, None)
+    }
+
+    /// [`AdamW::step_with`] unless `found_inf` (a one-element float tensor, as a loss scaler's
+    /// unscale leaves it) is non-zero: then no parameter, moment or step count changes. Decided
+    /// on the device: the update is computed and selected with `where`, and the step counts of
+    /// the bias corrections subtract device counters of skipped steps (saved with the state).
+    pub fn step_unless(&mut self, grads: &FlatGrads, found_inf: &Tensor) -> Result<()> {
+        if found_inf.numel() != 1 {
+            return Err(Error::Shape {
+                op: "AdamW::step_unless",
+                expected: "a one-element found_inf".into(),
+                got: found_inf.size(),
+            });
+        }
+        self.step_masked(grads, Some(found_inf))
+    }
+
+    fn step_masked(&mut self, grads: &FlatGrads, found_inf: Option<&Tensor>) -> Result<()> {
         if grads.grads.len() != self.groups.len() {
             return Err(Error::Data(format!(
                 "gradients for {} groups given to an optimizer with {}",
@@ -323,44 +451,48 @@ impl AdamW {
         for ((g, grad), present) in self.groups.iter_mut().zip(&grads.grads).zip(&grads.present) {
             let Some(grad) = grad else { continue };
             let all = present.iter().all(|&d| d);
+            let skip = match found_inf {
+                Some(found) => Some(g.skip_state(found, all)?),
+                None => None,
+            };
             let same_step = g.steps.windows(2).all(|w| w[0] == w[1]);
-            if all && same_step {
+            let bias = |i: usize, step: u64| -> Result<Bias<'_>> {
+                Ok(match &skip {
+                    None => Bias::Host(step),
+                    Some((keep, skipped)) => Bias::Device {
+                        step: taken_steps(step, &skipped.f_select(0, i as i64)?)?,
+                        keep,
+                    },
+                })
+            };
+            if all && same_step && g.skips_uniform {
                 let step = g.steps[0] + 1;
-                update(
-                    &g.hp,
-                    step,
-                    &mut g.flat,
-                    grad,
-                    &mut g.exp_avg,
-                    &mut g.exp_avg_sq,
-                    g.max_exp_avg_sq.as_mut(),
-                )?;
+                update(&g.hp, &bias(0, step)?, grad, &mut g.slots())?;
                 g.steps.iter_mut().for_each(|s| *s = step);
             } else {
                 // Rare: some parameter had no gradient, or did not at an earlier step.
+                let all_slots = g.slots();
                 for (i, &(off, numel)) in g.offsets.iter().enumerate() {
                     if !present[i] {
                         continue;
                     }
                     let step = g.steps[i] + 1;
-                    let mut p = g.flat.f_narrow(0, off, numel)?;
-                    let mut m = g.exp_avg.f_narrow(0, off, numel)?;
-                    let mut v = g.exp_avg_sq.f_narrow(0, off, numel)?;
-                    let mut vmax = match &g.max_exp_avg_sq {
-                        Some(t) => Some(t.f_narrow(0, off, numel)?),
-                        None => None,
-                    };
                     let gi = grad.f_narrow(0, off, numel)?;
-                    update(&g.hp, step, &mut p, &gi, &mut m, &mut v, vmax.as_mut())?;
+                    let mut slots = all_slots.narrow(off, numel)?;
+                    update(&g.hp, &bias(i, step)?, &gi, &mut slots)?;
                     g.steps[i] = step;
                 }
+            }
+            if let (Some(found), Some(skipped)) = (found_inf, &mut g.skipped) {
+                count_skip(skipped, found, present, all)?;
             }
         }
         Ok(())
     }
 
     /// The optimizer state as named tensors (`<prefix><param>.exp_avg`, `.exp_avg_sq`,
-    /// `.max_exp_avg_sq`) and per-parameter step counts, for a checkpoint.
+    /// `.max_exp_avg_sq`, and `.skipped_steps` once [`AdamW::step_unless`] has run) and
+    /// per-parameter step counts, for a checkpoint.
     pub fn state(&self, prefix: &str) -> Result<(BTreeMap<String, Tensor>, AdamWState)> {
         let mut tensors = BTreeMap::new();
         let mut steps = BTreeMap::new();
@@ -379,6 +511,10 @@ impl AdamW {
                 if let Some(t) = &g.max_exp_avg_sq {
                     tensors.insert(format!("{prefix}{name}.max_exp_avg_sq"), slice(t)?);
                 }
+                if let Some(t) = &g.skipped {
+                    let count = t.f_select(0, i as i64)?.f_detach_copy()?;
+                    tensors.insert(format!("{prefix}{name}.skipped_steps"), count);
+                }
                 steps.insert(name.clone(), g.steps[i]);
             }
             groups.push(g.hp.clone());
@@ -386,7 +522,8 @@ impl AdamW {
         Ok((tensors, AdamWState { steps, groups }))
     }
 
-    /// Restores [`AdamW::state`]; every parameter's moments must be present with its shape.
+    /// Restores [`AdamW::state`]; every parameter's moments must be present with its shape, and
+    /// skip counts for all of a group's parameters or none.
     pub fn load_state(
         &mut self,
         prefix: &str,
@@ -436,6 +573,7 @@ impl AdamW {
                     Error::Data(format!("optimizer state lacks the step of {name}"))
                 })?;
             }
+            g.load_skips(prefix, tensors)?;
         }
         Ok(())
     }
@@ -450,41 +588,121 @@ pub struct AdamWState {
     pub groups: Vec<AdamWConfig>,
 }
 
+/// How an update's bias corrections get their step count.
+enum Bias<'a> {
+    /// Known on the host: the plain step.
+    Host(u64),
+    /// A skippable step: the count of steps taken (a float64 0-dim tensor) and whether to keep
+    /// the update (a bool 0-dim tensor), both on the device.
+    Device { step: Tensor, keep: &'a Tensor },
+}
+
+/// A parameter's values and moments: handles on (views of) a group's flat buffers, so that
+/// in-place updates reach the buffers.
+struct Slots {
+    param: Tensor,
+    exp_avg: Tensor,
+    exp_avg_sq: Tensor,
+    max_exp_avg_sq: Option<Tensor>,
+}
+
+impl Slots {
+    fn narrow(&self, off: i64, numel: i64) -> Result<Self> {
+        self.map(|t| t.f_narrow(0, off, numel))
+    }
+
+    fn map(&self, f: impl Fn(&Tensor) -> Result<Tensor, tch::TchError>) -> Result<Self> {
+        Ok(Self {
+            param: f(&self.param)?,
+            exp_avg: f(&self.exp_avg)?,
+            exp_avg_sq: f(&self.exp_avg_sq)?,
+            max_exp_avg_sq: self.max_exp_avg_sq.as_ref().map(&f).transpose()?,
+        })
+    }
+
+    fn all(&mut self) -> impl Iterator<Item = &mut Tensor> {
+        [&mut self.param, &mut self.exp_avg, &mut self.exp_avg_sq]
+            .into_iter()
+            .chain(self.max_exp_avg_sq.as_mut())
+    }
+}
+
 /// PyTorch's single-tensor AdamW (or, with `l2_weight_decay`, Adam) update, in place, with the
-/// bias corrections of the current β1 (as PyTorch computes them when a scheduler cycles β1).
-fn update(
+/// bias corrections of the current β1 (as PyTorch computes them when a scheduler cycles β1). A
+/// skippable step computes the update beside the state and keeps it only where `keep` is true.
+fn update(hp: &AdamWConfig, bias: &Bias<'_>, grad: &Tensor, slots: &mut Slots) -> Result<()> {
+    let (b1, b2) = hp.betas;
+    match bias {
+        Bias::Host(step) => {
+            let t = *step as f64;
+            let corrections = Corrections::Host(1.0 - b1.powf(t), (1.0 - b2.powf(t)).sqrt());
+            update_in_place(hp, corrections, grad, slots)
+        }
+        Bias::Device { step, keep } => {
+            // 1 − β^t with t on the device.
+            let one_minus = |beta: f64| -> Result<Tensor> {
+                Ok(Tensor::f_pow_scalar(beta, step)?
+                    .f_neg()?
+                    .f_add_scalar(1.0)?)
+            };
+            let corrections = Corrections::Device(one_minus(b1)?, one_minus(b2)?.f_sqrt()?);
+            let mut new = slots.map(Tensor::f_detach_copy)?;
+            update_in_place(hp, corrections, grad, &mut new)?;
+            for (dst, new) in slots.all().zip(new.all()) {
+                let chosen = new.f_where_self(keep, dst)?;
+                dst.f_copy_(&chosen)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The bias corrections 1 − β1^t and √(1 − β2^t), as host numbers or device tensors.
+enum Corrections {
+    Host(f64, f64),
+    Device(Tensor, Tensor),
+}
+
+fn update_in_place(
     hp: &AdamWConfig,
-    step: u64,
-    param: &mut Tensor,
+    corrections: Corrections,
     grad: &Tensor,
-    exp_avg: &mut Tensor,
-    exp_avg_sq: &mut Tensor,
-    max_exp_avg_sq: Option<&mut Tensor>,
+    s: &mut Slots,
 ) -> Result<()> {
     let (b1, b2) = hp.betas;
     let l2_grad;
     let grad = if hp.l2_weight_decay {
-        l2_grad = grad.f_add(&param.f_mul_scalar(hp.weight_decay)?)?;
+        l2_grad = grad.f_add(&s.param.f_mul_scalar(hp.weight_decay)?)?;
         &l2_grad
     } else {
-        let _ = param.f_mul_scalar_(1.0 - hp.lr * hp.weight_decay)?;
+        let _ = s.param.f_mul_scalar_(1.0 - hp.lr * hp.weight_decay)?;
         grad
     };
-    let _ = exp_avg.f_lerp_(grad, 1.0 - b1)?;
-    let _ = exp_avg_sq.f_mul_scalar_(b2)?;
-    let _ = exp_avg_sq.f_addcmul_(grad, &grad.f_mul_scalar(1.0 - b2)?)?;
-    let bias1 = 1.0 - b1.powf(step as f64);
-    let bias2_sqrt = (1.0 - b2.powf(step as f64)).sqrt();
-    let second = match max_exp_avg_sq {
+    let _ = s.exp_avg.f_lerp_(grad, 1.0 - b1)?;
+    let _ = s.exp_avg_sq.f_mul_scalar_(b2)?;
+    let _ = s
+        .exp_avg_sq
+        .f_addcmul_(grad, &grad.f_mul_scalar(1.0 - b2)?)?;
+    let second = match &mut s.max_exp_avg_sq {
         Some(m) => {
-            m.f_copy_(&m.f_maximum(exp_avg_sq)?)?;
+            m.f_copy_(&m.f_maximum(&s.exp_avg_sq)?)?;
             m.shallow_clone()
         }
-        None => exp_avg_sq.shallow_clone(),
+        None => s.exp_avg_sq.shallow_clone(),
     };
     let mut denom = second.f_sqrt()?;
-    let _ = denom.f_div_scalar_(bias2_sqrt)?;
+    let step = match corrections {
+        Corrections::Host(bias1, bias2_sqrt) => {
+            let _ = denom.f_div_scalar_(bias2_sqrt)?;
+            s.exp_avg.f_mul_scalar(-hp.lr / bias1)?
+        }
+        Corrections::Device(bias1, bias2_sqrt) => {
+            let _ = denom.f_div_(&bias2_sqrt)?;
+            s.exp_avg
+                .f_mul(&bias1.f_reciprocal()?.f_mul_scalar(-hp.lr)?)?
+        }
+    };
     let _ = denom.f_add_scalar_(hp.eps)?;
-    let _ = param.f_addcdiv_(&exp_avg.f_mul_scalar(-hp.lr / bias1)?, &denom)?;
+    let _ = s.param.f_addcdiv_(&step, &denom)?;
     Ok(())
 }

@@ -6,10 +6,12 @@ use std::time::Instant;
 
 use ono_kernels::{health, host};
 use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset, Recompute};
+use ono_nn::Precision;
 use serde::Serialize;
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::{AdamW, AdamWConfig};
+use crate::scaler::LossScaler;
 use crate::{loss, Error, Result};
 
 /// Points per sample and, for Darcy's derivative loss, the square grid side of each ONO preset's
@@ -129,6 +131,8 @@ pub struct StepReport {
     pub threads: i32,
     /// How activations were kept (`auto` resolved to the model's choice).
     pub recompute: Recompute,
+    /// The kind of the matrix products (`f32`, `bf16`, `f16`).
+    pub precision: Precision,
     /// The device.
     pub device: String,
     /// Host reads inside the steps (warm-up included): 0, a step never waits for the device.
@@ -143,7 +147,8 @@ pub struct StepReport {
 /// PyTorch figure was measured on).
 ///
 /// `recompute` selects how the model keeps activations ([`Recompute`]; `Auto` is the model's
-/// measured default).
+/// measured default). `precision` runs the model's products in that kind, as the trainer does
+/// (float16 with the loss scaler).
 #[allow(clippy::too_many_arguments)]
 pub fn bench_step(
     config: &ModelConfig,
@@ -154,6 +159,7 @@ pub fn bench_step(
     warmup: usize,
     device: Device,
     recompute: Recompute,
+    precision: Precision,
 ) -> Result<StepReport> {
     if steps == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
@@ -161,7 +167,15 @@ pub fn bench_step(
     let mut config = config.clone();
     config.set_data_dims(shapes.dims.clone());
     tch::manual_seed(0);
-    let model = Model::new(&config, device, Kind::Float)?;
+    let mut model = Model::new(&config, device, Kind::Float)?;
+    model
+        .set_precision(precision)
+        .map_err(|e| Error::invalid("--precision", e))?;
+    let mut scaler = if precision.needs_loss_scaling() {
+        Some(LossScaler::new(device)?)
+    } else {
+        None
+    };
     if !model.operator().supports_recompute(recompute) {
         return Err(Error::config(
             "--recompute",
@@ -171,7 +185,9 @@ pub fn bench_step(
             ),
         ));
     }
+    // As the model resolves it: under mixed precision `auto` is the plain path.
     let recompute = match recompute {
+        Recompute::Auto if precision != Precision::F32 => Recompute::None,
         Recompute::Auto => model.operator().default_recompute(),
         other => other,
     };
@@ -209,12 +225,6 @@ pub fn bench_step(
         StepRecipe::Ono => shapes.square,
         StepRecipe::Fno => None,
     };
-    let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
-        Ok(match square {
-            Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
-            None => loss::relative_l2(pred, &y, loss::Reduction::Sum, None)?,
-        })
-    };
     let mut times = Vec::with_capacity(steps);
     // The models' checks are deferred as in training, and read once after the last step.
     let monitor = health::Monitor::new();
@@ -222,12 +232,28 @@ pub fn bench_step(
     for i in 0..warmup + steps {
         sync(device);
         let start = Instant::now();
+        let scale = scaler.as_ref();
+        let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
+            let loss = match square {
+                Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
+                None => loss::relative_l2(pred, &y, loss::Reduction::Sum, None)?,
+            };
+            Ok(match scale {
+                Some(s) => s.scale(&loss)?,
+                None => loss,
+            })
+        };
         let reads = host::host_reads();
         {
             let _deferred = monitor.enter(i as u64);
             opt.zero_grad();
             let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
-            opt.step(clip)?;
+            match &mut scaler {
+                Some(s) => s.step(&mut opt, clip)?,
+                None => {
+                    let _ = opt.step(clip)?;
+                }
+            }
         }
         host_reads += host::host_reads() - reads;
         sync(device);
@@ -257,6 +283,7 @@ pub fn bench_step(
         params: model.parameter_count(),
         threads: tch::get_num_threads(),
         recompute,
+        precision,
         device: format!("{device:?}"),
         host_reads,
     })

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use ono_data::benchmarks::{Benchmark, Layout};
 use ono_data::normalizer::NormalizerKind;
 use ono_models::{DataDims, ModelConfig, Recompute};
+use ono_nn::Precision;
 use serde::{Deserialize, Serialize};
 use tch::Device;
 
@@ -34,6 +35,12 @@ pub struct TrainConfig {
     /// Train in float64 instead of float32.
     #[serde(default)]
     pub double: bool,
+    /// The kind of the matrix products: `f32` (the parameters' own), `bf16` or `f16` (mixed
+    /// precision: float32 parameters, gradients and optimizer state; `f16` adds dynamic loss
+    /// scaling). Left out of the serialized form when `f32`, so earlier configurations read and
+    /// compare unchanged.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub precision: Precision,
     /// How activations are kept for the backward pass (`"auto"`, `"none"`, `"blocks"`,
     /// `"selective"`; `true`/`false` as in earlier files mean blocks/none). Modes other than
     /// none and auto need the steady regime; auto is plain in the other regimes.
@@ -481,6 +488,15 @@ impl TrainConfig {
         }
         if self.threads < 0 {
             return Err(Error::config("threads", "must be ≥ 0"));
+        }
+        if self.double && self.precision != Precision::F32 {
+            return Err(Error::config(
+                "precision",
+                format!(
+                    "`{}` keeps float32 parameters and cannot be combined with double = true",
+                    self.precision
+                ),
+            ));
         }
         self.device()?;
         match (

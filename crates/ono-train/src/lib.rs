@@ -5,7 +5,8 @@
 //! the reference's settings for it), `trainer.rs` (setup and the epoch loop), `regime.rs` (how
 //! samples are fed: steady, autoregressive, per time step — the one place a regime is dispatched
 //! on), `step.rs` (one optimizer step), `decoder.rs` (a model with its output normalizer), `evaluate.rs`, `checkpoint.rs`, `run_layout.rs` (the files
-//! of a run), `figures.rs`, `predictor.rs` (a trained model ready to predict), `bench_step.rs`.
+//! of a run), `figures.rs`, `predictor.rs` (a trained model ready to predict), `bench_step.rs`,
+//! `scaler.rs` (float16's dynamic loss scaling).
 
 pub mod adamw;
 pub mod bench_step;
@@ -25,10 +26,13 @@ pub mod progress;
 pub mod recipe;
 pub mod regime;
 pub mod run_layout;
+pub mod scaler;
 mod step;
 pub mod trainer;
 
 pub use error::{Error, Result};
+/// The `precision` of an experiment (`ono_nn::precision`).
+pub use ono_nn::Precision;
 pub use predictor::Predictor;
 pub use regime::Regime;
 pub use trainer::{HostReads, Summary, Trainer};

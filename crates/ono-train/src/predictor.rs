@@ -6,13 +6,14 @@ use std::path::Path;
 use ono_data::dataset::Split;
 use ono_data::normalizer::Normalizer;
 use ono_models::Model;
+use ono_nn::Precision;
 use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::decoder::{Decoder, Points};
 use crate::evaluate::{normalized, InputNormalizers};
 use crate::regime::Regime;
-use crate::Result;
+use crate::{Error, Result};
 
 /// See the module documentation.
 pub struct Predictor {
@@ -31,11 +32,15 @@ pub struct Predictor {
 }
 
 impl Predictor {
-    /// Loads the model and normalizers of a training checkpoint onto `device`.
+    /// Loads the model and normalizers of a training checkpoint onto `device`; the model
+    /// predicts in the precision it was trained in (`precision` of the run's configuration).
     pub fn from_checkpoint(path: &Path, device: Device) -> Result<(Self, TrainState)> {
         let ckpt = Checkpoint::load(path)?;
         let st = &ckpt.state;
-        let model = Model::from_tensors(&st.model, &ckpt.section("model."), device, path)?;
+        let mut model = Model::from_tensors(&st.model, &ckpt.section("model."), device, path)?;
+        model
+            .set_precision(trained_precision(&st.config, path)?)
+            .map_err(|e| Error::invalid("precision", e))?;
         let load = |k, prefix| Normalizer::from_tensors(k, prefix, &ckpt.tensors);
         let norms = InputNormalizers {
             x: load(st.normalize_x, "norm.x.")?,
@@ -156,5 +161,17 @@ impl Predictor {
             ..Points::plain(&pos, &fx)
         };
         self.regime.ops().predict(d, &points, t_out)
+    }
+}
+
+/// The `precision` of a checkpoint's configuration fingerprint (`f32` when absent: the runs
+/// before mixed precision, and float32 runs, which leave it out).
+fn trained_precision(config: &serde_json::Value, path: &Path) -> Result<Precision> {
+    match config.get("precision") {
+        None => Ok(Precision::F32),
+        Some(v) => serde_json::from_value(v.clone()).map_err(|e| Error::Checkpoint {
+            path: path.to_path_buf(),
+            msg: format!("unreadable precision {v}: {e}"),
+        }),
     }
 }

@@ -1,6 +1,7 @@
 //! One optimizer step: the loss of the reference scripts on decoded outputs, the model's
-//! forward-and-backward hook, clipping and AdamW; the loss stays on the device until the epoch
-//! loop reads a batch of them back.
+//! forward-and-backward hook, clipping and AdamW (under float16, with the loss scaled and steps
+//! with overflowing gradients skipped); the loss stays on the device until the epoch loop reads a
+//! batch of them back.
 
 use ono_data::normalizer::Normalizer;
 use ono_models::{LossError, Model, ModelInput};
@@ -10,6 +11,7 @@ use crate::adamw::AdamW;
 use crate::config::{LossKind, ReductionName};
 use crate::decoder::Decoder;
 use crate::loss::{self, DarcyH1Target, Reduction};
+use crate::scaler::LossScaler;
 use crate::{Error, Result};
 
 /// A loss not yet read back to the host.
@@ -139,6 +141,8 @@ impl LossSpec {
 pub(crate) struct StepRunner<'a> {
     pub model: &'a Model,
     pub opt: &'a mut AdamW,
+    /// The loss scaler of float16 training.
+    pub scaler: Option<&'a mut LossScaler>,
     pub y_norm: &'a Normalizer,
     pub grid: Option<&'a [i64]>,
     /// The targets' grid (the query's when there is one).
@@ -199,21 +203,30 @@ impl StepRunner<'_> {
             LossKind::Gnot => Some(y_norm.encode(target.y)?),
             _ => None,
         };
+        let scaler = self.scaler.as_deref();
         let mut loss_of = |out: &Tensor| -> std::result::Result<Tensor, LossError> {
             let out = layout(out)?;
-            Ok(match &encoded {
+            let loss = match &encoded {
                 Some(y) => spec.of(&out, &Target { y, ..*target }, grid)?,
                 None => {
                     let pred = y_norm.decode(&out).map_err(crate::Error::from)?;
                     spec.of(&pred, target, grid)?
                 }
+            };
+            Ok(match scaler {
+                Some(s) => s.scale(&loss)?,
+                None => loss,
             })
         };
         self.opt.zero_grad();
         let loss = self
             .model
             .forward_backward(input, &mut loss_of, self.recompute)?;
-        self.opt.step(self.clip)?;
+        let loss = match self.scaler.as_deref() {
+            Some(s) => s.unscale_value(&loss)?,
+            None => loss,
+        };
+        self.optimizer_step()?;
         let loss = if report_div > 1 {
             loss.f_div_scalar(report_div as f64)?
         } else {
@@ -227,10 +240,22 @@ impl StepRunner<'_> {
     pub fn backward_step(&mut self, sum: Tensor, b: i64) -> Result<()> {
         let loss = self.loss.reduce(sum, b)?;
         self.opt.zero_grad();
-        loss.f_backward()?;
-        self.opt.step(self.clip)?;
+        match self.scaler.as_deref() {
+            Some(s) => s.scale(&loss)?.f_backward()?,
+            None => loss.f_backward()?,
+        }
+        self.optimizer_step()?;
         self.queue(loss.f_detach()?, b, b);
         Ok(())
+    }
+
+    /// Clipping and AdamW on the gradients of the last backward pass (through the loss scaler
+    /// when there is one).
+    fn optimizer_step(&mut self) -> Result<()> {
+        match self.scaler.as_deref_mut() {
+            Some(s) => s.step(self.opt, self.clip),
+            None => self.opt.step(self.clip).map(|_| ()),
+        }
     }
 
     fn queue(&mut self, loss: Tensor, batch: i64, new_samples: i64) {

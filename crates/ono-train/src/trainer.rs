@@ -3,6 +3,9 @@
 //!
 //! Per batch: the schedule's lr (and β1) for this step, then the regime's step (`regime.rs`:
 //! forward in training mode, the loss on decoded values, backward, global-norm clipping, AdamW).
+//! With `precision = "bf16"` or `"f16"` the model's forward passes (training and evaluation) run
+//! in mixed precision ([`ono_nn::precision`]); float16 adds a loss scaler (`scaler.rs`) whose
+//! state is checkpointed beside the optimizer's.
 //! The loss is read back only every `log.every_steps` batches and before any checkpoint (no host
 //! sync per step); a non-finite loss stops the run with the step where it first appeared, before
 //! anything is saved. The models' own checks (finite inputs, a Cholesky factor that exists) are
@@ -34,6 +37,7 @@ use crate::one_cycle::OneCycle;
 use crate::progress::Progress;
 use crate::regime::Regime;
 use crate::run_layout::RunPaths;
+use crate::scaler::LossScaler;
 use crate::step::{LossSpec, PendingLoss, StepRunner};
 use crate::{Error, Result};
 
@@ -81,6 +85,8 @@ pub struct Trainer {
     pub(crate) y_norm: Normalizer,
     pub(crate) model: Model,
     opt: AdamW,
+    /// Float16's loss scaler.
+    scaler: Option<LossScaler>,
     schedule: Option<OneCycle>,
     pub(crate) state: TrainState,
     pub(crate) paths: RunPaths,
@@ -270,7 +276,22 @@ impl Trainer {
             })?,
         };
         tch::manual_seed(cfg.seed as i64);
-        let model = Model::new(&model_cfg, device, kind)?;
+        let mut model = Model::new(&model_cfg, device, kind)?;
+        model
+            .set_precision(cfg.precision)
+            .map_err(|e| Error::invalid("precision", e))?;
+        let mut scaler = if cfg.precision.needs_loss_scaling() {
+            Some(LossScaler::new(device)?)
+        } else {
+            None
+        };
+        if cfg.recompute == Recompute::Selective && cfg.precision != ono_nn::Precision::F32 {
+            return Err(Error::config(
+                "recompute",
+                "selective recomputation runs in float32 only; with a 16-bit precision use auto, \
+                 none or blocks",
+            ));
+        }
         if !model.operator().supports_recompute(cfg.recompute) {
             return Err(Error::config(
                 "recompute",
@@ -306,6 +327,9 @@ impl Trainer {
                 }
                 model.load_tensors(&c.section("model."), &last)?;
                 opt.load_state("optim.", &c.section(""), &c.state.optimizer)?;
+                if let Some(s) = &mut scaler {
+                    s.load("scaler.", &c.section(""))?;
+                }
                 resumed_at = c.state.global_step;
                 c.state
             }
@@ -342,6 +366,7 @@ impl Trainer {
             y_norm,
             model,
             opt,
+            scaler,
             schedule,
             state,
             paths,
@@ -577,6 +602,7 @@ impl Trainer {
         let mut runner = StepRunner {
             model: &self.model,
             opt: &mut self.opt,
+            scaler: self.scaler.as_mut(),
             y_norm: &self.y_norm,
             grid: self.grid.as_deref(),
             target_grid: self.target_grid.as_deref(),
@@ -684,6 +710,9 @@ impl Trainer {
             .map(|(k, v)| (format!("model.{k}"), v))
             .collect();
         tensors.extend(opt_tensors);
+        if let Some(s) = &self.scaler {
+            tensors.extend(s.tensors("scaler.")?);
+        }
         tensors.extend(self.norms.x.tensors("norm.x."));
         tensors.extend(self.norms.pos.tensors("norm.pos."));
         tensors.extend(self.norms.theta.tensors("norm.theta."));

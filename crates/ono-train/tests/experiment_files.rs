@@ -115,3 +115,22 @@ fn gnot_experiment_files_build_their_models() {
         Model::new(&model_cfg, Device::Cpu, Kind::Float).unwrap_or_else(|e| panic!("{file}: {e}"));
     }
 }
+
+/// The two files of the mixed-precision comparison (issue #19) describe the same run but for
+/// `precision`, and write to different folders.
+#[test]
+fn precision_experiment_files_differ_only_in_precision() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/precision");
+    assert_eq!(toml_files(&dir), 2);
+    let read =
+        |f: &str| TrainConfig::from_file(&dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+    let (full, bf16) = (read("darcy_f32.toml"), read("darcy_bf16.toml"));
+    assert_eq!(
+        (full.precision, bf16.precision),
+        (ono_train::Precision::F32, ono_train::Precision::Bf16)
+    );
+    let mut twin = bf16.fingerprint();
+    twin.as_object_mut().unwrap().remove("precision");
+    assert_eq!(full.fingerprint(), twin);
+    assert_ne!(full.output_dir, bf16.output_dir);
+}

@@ -156,9 +156,10 @@ fn bench_step_reads_nothing_inside_its_steps() {
             1,
             Device::Cpu,
             recompute,
+            ono_nn::Precision::F32,
         )
         .unwrap();
-        assert_eq!(r.host_reads, 0, "recompute {recompute}");
+        assert_eq!(r.host_reads, 0, "recompute {recompute:?}");
         assert!(r.min_s > 0.0);
     }
 }

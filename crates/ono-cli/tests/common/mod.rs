@@ -67,12 +67,17 @@ pub fn read_json(path: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
-/// The model and optimizer tensors of a checkpoint, by name, as f64 values.
+/// The model, optimizer (and float16 loss-scaler) tensors of a checkpoint, by name, as f64
+/// values.
 pub fn model_and_optimizer(path: &Path) -> Vec<(String, Vec<f64>)> {
     let c = Checkpoint::load(path).unwrap();
     c.tensors
         .iter()
-        .filter(|(k, _)| k.starts_with("model.") || k.starts_with("optim."))
+        .filter(|(k, _)| {
+            ["model.", "optim.", "scaler."]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
         .map(|(k, v)| {
             (
                 k.clone(),

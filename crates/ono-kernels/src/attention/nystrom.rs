@@ -11,6 +11,7 @@ use tch::{Kind, Tensor};
 
 use super::linear::lowest_value;
 use super::{check_qkv, key_weight};
+use crate::precision::widen;
 use crate::{Error, Result};
 
 /// Settings of [`nystrom`].
@@ -193,7 +194,8 @@ pub fn nystrom_with_pinv(
     let attn1 = sim1.f_softmax(-1, q.kind())?;
     let attn2 = sim2.f_softmax(-1, q.kind())?;
     let attn3 = sim3.f_softmax(-1, q.kind())?;
-    let attn2_inv = pinv(&attn2)?;
+    // The pseudo-inverse runs in float32 under mixed precision (see `moore_penrose_pinv`).
+    let attn2_inv = pinv(&attn2)?.f_to_kind(attn2.kind())?;
     // attn1 (attn2⁺ (attn3 v)) instead of the reference's (attn1 attn2⁺)(attn3 v): the same
     // product, but N·m·d instead of N·m² multiply-adds (at N = 7225, m = 256, d = 16: 16× fewer).
     let out = attn1.f_matmul(&attn2_inv.f_matmul(&attn3.f_matmul(&v)?)?)?;
@@ -203,6 +205,9 @@ pub fn nystrom_with_pinv(
 /// Iterative Moore–Penrose pseudo-inverse of the reference (`moore_penrose_iter_pinv`):
 /// z₀ = xᵀ / (max_i Σ_j |x_ij| · max_j Σ_i |x_ij|) with both maxima over the whole tensor, then
 /// z ← ¼ z (13I − xz (15I − xz (7I − xz))).
+///
+/// In float32 for 16-bit `x` (returned in float32): like `torch.pinverse`, which autocast keeps in
+/// float32, the iteration needs more than bfloat16's 8 significant bits to approach the inverse.
 ///
 /// # Shapes
 /// - `x`: (..., m, m)
@@ -216,6 +221,7 @@ pub fn moore_penrose_pinv(x: &Tensor, iterations: usize) -> Result<Tensor> {
             got: shape,
         });
     }
+    let x = &widen(x)?;
     let abs = x.f_abs()?;
     let row_sums = abs.f_sum_dim_intlist(&[-1i64][..], false, x.kind())?;
     let col_sums = abs.f_sum_dim_intlist(&[-2i64][..], false, x.kind())?;

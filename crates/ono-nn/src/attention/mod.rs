@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 use tch::Tensor;
 
+use crate::precision::to_compute;
 use crate::{Error, Result};
 
 /// Which attention an NN block uses.
@@ -191,7 +192,8 @@ pub(crate) fn check_input(op: &'static str, x: &Tensor, dim: i64) -> Result<()> 
     }
 }
 
-/// q from `x` and k, v from `context` through one fused `to_qkv` weight (rows [q; k; v]).
+/// q from `x` and k, v from `context` through one fused `to_qkv` weight (rows [q; k; v]), in the
+/// compute kind as [`crate::Linear`].
 pub(crate) fn qkv_heads_cross(
     to_qkv: &crate::Linear,
     x: &Tensor,
@@ -199,9 +201,9 @@ pub(crate) fn qkv_heads_cross(
     heads: i64,
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let inner = to_qkv.out_dim() / 3;
-    let w = &to_qkv.weight;
-    let q = x.f_linear(&w.f_narrow(0, 0, inner)?, None::<&Tensor>)?;
-    let kv = context
+    let w = to_compute(&to_qkv.weight)?;
+    let q = to_compute(x)?.f_linear(&w.f_narrow(0, 0, inner)?, None::<&Tensor>)?;
+    let kv = to_compute(context)?
         .f_linear(&w.f_narrow(0, inner, 2 * inner)?, None::<&Tensor>)?
         .f_chunk(2, -1)?;
     Ok((

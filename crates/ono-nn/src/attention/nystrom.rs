@@ -5,6 +5,7 @@ use tch::Tensor;
 
 use super::{check_input, merge_heads, qkv_heads, AttentionConfig};
 use crate::linear::{Linear, LinearConfig};
+use crate::precision::to_compute;
 use crate::Result;
 use ono_kernels::attention::{nystrom_front_pad, nystrom_with_pinv, NystromConfig};
 
@@ -83,7 +84,7 @@ impl NystromAttention {
         // the padding's zeros, as in the reference; keep its last N rows.
         let padded = nystrom_front_pad(&v, self.kernel.landmarks)?;
         let conv = padded.f_conv2d(
-            &self.res_conv,
+            &to_compute(&self.res_conv)?,
             None::<&Tensor>,
             [1, 1],
             [self.conv_padding, 0],
