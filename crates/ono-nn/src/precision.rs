@@ -172,7 +172,7 @@ pub fn check_supported(precision: Precision, device: Device) -> Result<()> {
     };
     let probe = || -> std::result::Result<f64, tch::TchError> {
         let a = Tensor::f_ones([8, 8], (kind, device))?;
-        a.f_matmul(&a)?.f_sum(Kind::Float)?.f_double_value(&[])
+        ono_kernels::host::read_f64(&a.f_matmul(&a)?.f_sum(Kind::Float)?)
     };
     match probe() {
         Ok(512.0) => Ok(()),

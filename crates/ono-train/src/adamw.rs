@@ -196,7 +196,7 @@ impl Group {
             .map(|t| t.f_reshape([1])?.f_to_kind(Kind::Int64))
             .collect::<Result<Vec<_>, _>>()?;
         let counts = Tensor::f_cat(&parts, 0)?;
-        let host = Vec::<i64>::try_from(&counts)?;
+        let host = ono_kernels::host::to_vec_i64(&counts)?;
         self.skips_uniform = host.windows(2).all(|w| w[0] == w[1]);
         self.skipped = Some(counts.f_to_device(self.flat.device())?);
         Ok(())

@@ -87,7 +87,7 @@ impl LossScaler {
 
     /// The current scale. Reads the device: for tests and reports.
     pub fn current_scale(&self) -> Result<f64> {
-        Ok(self.scale.f_double_value(&[0])?)
+        Ok(ono_kernels::host::read_f64(&self.scale.f_reshape([])?)?)
     }
 
     /// The state for a checkpoint: `<prefix>scale`, `<prefix>growth_tracker`.
