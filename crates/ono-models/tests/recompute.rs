@@ -241,3 +241,59 @@ fn selective_gradients_match_finite_differences() {
         );
     }
 }
+
+/// Under bf16 mixed precision the hand-written backward runs its products in bf16 as the forward
+/// did and hands float32 gradients to the parameters: it agrees with autograd's plain bf16
+/// backward to bf16 rounding (a wrong or missing term would be off by O(1)).
+#[test]
+fn selective_recomputation_under_bf16_matches_the_plain_backward() {
+    use ono_nn::precision::{scope, Precision};
+    let _rng = ono_testing::torch_rng_lock();
+    for nn_block in [NnBlock::LinearTransformer, NnBlock::Nystrom] {
+        let cfg = OnoConfig {
+            n_layers: 2,
+            n_hidden: 16,
+            n_head: 4,
+            psi_dim: 4,
+            nn_block,
+            ..OnoConfig::default()
+        };
+        let opts = (Kind::Float, Device::Cpu);
+        tch::manual_seed(5);
+        let pos = Tensor::rand([2, 40, cfg.space_dim], opts);
+        let fx = Tensor::randn([2, 40, cfg.fun_dim], opts);
+        let y = Tensor::randn([2, 40, cfg.out_dim], opts);
+        let loss = |p: &Tensor| -> ono_models::Result<Tensor> {
+            Ok((p.to_kind(Kind::Float) - &y).square().sum(Kind::Float))
+        };
+        let build32 = |seed| {
+            tch::manual_seed(seed);
+            let vs = VarStore::new(Device::Cpu);
+            let model = cfg.init(&vs.root()).unwrap();
+            (vs, model)
+        };
+        let (vs_a, a) = build32(9);
+        let (vs_b, b) = build32(9);
+        scope(Precision::Bf16, || {
+            let out = a.forward(&pos, &fx, None, true).unwrap();
+            assert_eq!(out.kind(), Kind::BFloat16, "the products ran in bf16");
+            loss(&out).unwrap().backward();
+            let _ = b.forward_backward_selective(&pos, &fx, None, loss).unwrap();
+        });
+        let global = sorted(&vs_a)
+            .iter()
+            .filter(|(_, v)| v.requires_grad())
+            .map(|(_, v)| v.grad().abs().max().double_value(&[]))
+            .fold(0.0, f64::max);
+        for ((na, va), (_, vb)) in sorted(&vs_a).iter().zip(sorted(&vs_b).iter()) {
+            if !va.requires_grad() {
+                continue;
+            }
+            let (ga, gb) = (va.grad(), vb.grad());
+            assert_eq!(gb.kind(), Kind::Float, "{na}: float32 gradient");
+            let err = (&ga - &gb).abs().max().double_value(&[]);
+            let scale = ga.abs().max().double_value(&[]).max(1e-2 * global);
+            assert!(err <= 5e-2 * scale, "{nn_block:?} {na}: {err} vs {scale}");
+        }
+    }
+}

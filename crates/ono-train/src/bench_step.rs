@@ -185,9 +185,7 @@ pub fn bench_step(
             ),
         ));
     }
-    // As the model resolves it: under mixed precision `auto` is the plain path.
     let recompute = match recompute {
-        Recompute::Auto if precision != Precision::F32 => Recompute::None,
         Recompute::Auto => model.operator().default_recompute(),
         other => other,
     };

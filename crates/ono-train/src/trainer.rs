@@ -285,13 +285,6 @@ impl Trainer {
         } else {
             None
         };
-        if cfg.recompute == Recompute::Selective && cfg.precision != ono_nn::Precision::F32 {
-            return Err(Error::config(
-                "recompute",
-                "selective recomputation runs in float32 only; with a 16-bit precision use auto, \
-                 none or blocks",
-            ));
-        }
         if !model.operator().supports_recompute(cfg.recompute) {
             return Err(Error::config(
                 "recompute",

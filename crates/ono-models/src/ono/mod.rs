@@ -183,11 +183,7 @@ impl NeuralOperator for Ono {
         loss: &mut LossFn<'_>,
         recompute: Recompute,
     ) -> Result<Tensor> {
-        // The hand-written backward multiplies in the parameters' kind: under mixed precision
-        // `auto` is the plain path (16-bit activations already halve its memory).
-        let reduced = ono_nn::precision::current() != ono_nn::precision::Precision::F32;
         let mode = match recompute {
-            Recompute::Auto if reduced => Recompute::None,
             Recompute::Auto => self.default_recompute(),
             other => other,
         };
@@ -200,13 +196,6 @@ impl NeuralOperator for Ono {
             Recompute::None | Recompute::Auto => unreachable!("returned above"),
             Recompute::Blocks => self.forward_backward_recompute(input.pos, &fx, input.time, loss),
             Recompute::Selective => {
-                if reduced {
-                    return Err(Error::Config(
-                        "selective recomputation runs in float32 only; with precision = \"bf16\" \
-                         or \"f16\" use recompute = \"auto\", \"none\" or \"blocks\""
-                            .into(),
-                    ));
-                }
                 if !self.supports_selective() {
                     return Err(Error::Unsupported {
                         arch: OnoConfig::ARCH,

@@ -24,6 +24,7 @@ use super::{Head, OrthogonalBlock};
 use crate::attention::MultiHeadAttention;
 use crate::linear::Linear;
 use crate::mlp::gelu;
+use crate::precision::{matmul, to_compute};
 use crate::{Error, Result};
 use ono_kernels::attention::moore_penrose_pinv;
 
@@ -63,8 +64,12 @@ enum SavedAttention {
 struct Grads(Vec<(Tensor, Tensor)>);
 
 impl Grads {
-    fn push(&mut self, param: &Tensor, grad: Tensor) {
+    /// Gradients of a 16-bit product reach the float32 parameter in its kind, as through
+    /// autograd's cast.
+    fn push(&mut self, param: &Tensor, grad: Tensor) -> Result<()> {
+        let grad = grad.f_to_kind(param.kind())?;
         self.0.push((param.shallow_clone(), grad));
+        Ok(())
     }
 
     /// ∂W and ∂b of `y = a Wᵀ + b` from ∂y; returns ∂a (None when not needed).
@@ -76,14 +81,15 @@ impl Grads {
         need_input: bool,
     ) -> Result<Option<Tensor>> {
         let (din, dout) = (lin.in_dim(), lin.out_dim());
-        let a2 = a.f_reshape([-1, din])?;
-        let g2 = gy.f_reshape([-1, dout])?;
-        self.push(&lin.weight, g2.f_tr()?.f_mm(&a2)?);
+        // The products in the compute kind, as `Linear::forward` ran them.
+        let a2 = to_compute(&a.f_reshape([-1, din])?)?;
+        let g2 = to_compute(&gy.f_reshape([-1, dout])?)?;
+        self.push(&lin.weight, g2.f_tr()?.f_mm(&a2)?)?;
         if let Some(b) = &lin.bias {
-            self.push(b, g2.f_sum_dim_intlist(0, false, g2.kind())?);
+            self.push(b, g2.f_sum_dim_intlist(0, false, b.kind())?)?;
         }
         Ok(if need_input {
-            Some(gy.f_matmul(&lin.weight)?)
+            Some(matmul(gy, &lin.weight)?)
         } else {
             None
         })
@@ -111,7 +117,7 @@ impl Grads {
 fn pull_back(out: &Tensor, grad_out: &Tensor, leaf: &Tensor) -> Result<Tensor> {
     tch::with_grad(|| -> Result<()> {
         out.f_reshape([-1])?
-            .f_dot(&grad_out.f_reshape([-1])?)?
+            .f_dot(&grad_out.f_to_kind(out.kind())?.f_reshape([-1])?)?
             .f_backward()?;
         Ok(())
     })?;
@@ -158,10 +164,7 @@ fn dims(t: &Tensor) -> Result<[i64; 3]> {
 /// fx₁ = (ψ̃ ⊙ softplus μ) coeff + fx, by the same operations as the plain kernel (so the
 /// recomputation is bit-identical to the forward pass).
 fn kernel_output(psi_tilde: &Tensor, mu: &Tensor, coeff: &Tensor, fx: &Tensor) -> Result<Tensor> {
-    Ok(psi_tilde
-        .f_mul(&mu.f_softplus()?)?
-        .f_matmul(coeff)?
-        .f_add(fx)?)
+    Ok(matmul(&psi_tilde.f_mul(&mu.f_softplus()?)?, coeff)?.f_add(fx)?)
 }
 
 /// (B, N, H, d) → (B, H, N, d) view.
@@ -215,7 +218,7 @@ impl OrthogonalBlock {
             Some((ln_1, MultiHeadAttention::LinearTransformer(lt))) => {
                 let ([to_q, to_k, to_v, to_out], heads) = lt.parts();
                 let w = Tensor::f_cat(&[&to_q.weight, &to_k.weight, &to_v.weight], 0)?;
-                let qkv = ln_1.forward(&x)?.f_matmul(&w.f_tr()?)?;
+                let qkv = matmul(&ln_1.forward(&x)?, &w.f_tr()?)?;
                 let (q_hat, k_hat, v) = lt_softmaxes(&qkv, heads)?;
                 let d = q_hat.size()[3];
                 // ctx = k̂ᵀ v per head: (B, H, d, N) @ (B, H, N, e).
@@ -253,7 +256,7 @@ impl OrthogonalBlock {
         let psi = leaf(&self.proj.forward(&x2)?)?;
         let psi_tilde = tch::with_grad(|| self.normalize(&psi, true))?;
 
-        let coeff = psi_tilde.f_transpose(-2, -1)?.f_matmul(&fx)?;
+        let coeff = matmul(&psi_tilde.f_transpose(-2, -1)?, &fx)?;
         let fx1 = kernel_output(&psi_tilde, &self.mu, &coeff, &fx)?;
         let a3 = self.ln_3.forward(&fx1)?;
         let (fx2, h2) = match &self.mlp2 {
@@ -309,7 +312,7 @@ impl OrthogonalBlock {
             (Head::Mlp(m), Some(h2)) => {
                 let (w3, w4) = m.two_layers().expect("checked by supports_selective");
                 let gg2 = grads.linear(w4, &gelu(h2)?, grad_fx, true)?.expect("asked");
-                let gh2 = h2.f_gelu_backward(&gg2, "none")?;
+                let gh2 = h2.f_gelu_backward(&gg2.f_to_kind(h2.kind())?, "none")?;
                 grads
                     .linear(w3, &a3.f_detach()?, &gh2, true)?
                     .expect("asked")
@@ -327,17 +330,16 @@ impl OrthogonalBlock {
         let mu = leaf(&self.mu)?;
         let s = tch::with_grad(|| mu.f_softplus())?;
         let p = psi_t.f_mul(&s)?;
-        let g_p = gfx1.f_matmul(&saved.coeff.f_transpose(-2, -1)?)?; // (B, N, k)
-        let g_coeff = p.f_transpose(-2, -1)?.f_matmul(&gfx1)?; // (B, k, h)
-        let gfx = psi_t.f_matmul(&g_coeff)?.f_add(&gfx1)?;
+        let g_p = matmul(&gfx1, &saved.coeff.f_transpose(-2, -1)?)?; // (B, N, k)
+        let g_coeff = matmul(&p.f_transpose(-2, -1)?, &gfx1)?; // (B, k, h)
+        let gfx = matmul(&psi_t, &g_coeff)?.f_add(&gfx1)?;
         let g_psi_t = g_p
             .f_mul(&s)?
-            .f_add(&saved.fx.f_matmul(&g_coeff.f_transpose(-2, -1)?)?)?;
-        let g_s = g_p
-            .f_mul(&psi_t)?
-            .f_sum_dim_intlist([0, 1].as_slice(), false, g_p.kind())?;
+            .f_add(&matmul(&saved.fx, &g_coeff.f_transpose(-2, -1)?)?)?;
+        let g_ps = g_p.f_mul(&psi_t)?;
+        let g_s = g_ps.f_sum_dim_intlist([0, 1].as_slice(), false, g_ps.kind())?;
         let g_mu = pull_back(&s, &g_s, &mu)?;
-        grads.push(&self.mu, g_mu);
+        grads.push(&self.mu, g_mu)?;
         drop((gfx1, p, g_p, g_coeff));
 
         // ψ̃ = normalize(ψ), ψ = proj(x₂).
@@ -354,7 +356,9 @@ impl OrthogonalBlock {
         let gg = grads
             .linear(w2, &gelu(&saved.h)?, &gx2, true)?
             .expect("asked");
-        let gh = saved.h.f_gelu_backward(&gg, "none")?;
+        let gh = saved
+            .h
+            .f_gelu_backward(&gg.f_to_kind(saved.h.kind())?, "none")?;
         drop(gg);
         let x1 = leaf(&saved.x1)?;
         let a2 = tch::with_grad(|| ln_2.forward(&x1))?;
@@ -419,12 +423,12 @@ impl OrthogonalBlock {
                 let a1d = a1.f_detach()?;
                 let g2 = g_qkv.f_reshape([-1, 3 * inner])?;
                 let a2d = a1d.f_reshape([-1, a1d.size()[2]])?;
-                let gw = g2.f_tr()?.f_mm(&a2d)?; // (3·inner, dim)
+                let gw = g2.f_tr()?.f_mm(&to_compute(&a2d)?)?; // (3·inner, dim)
                 for (i, lin) in [to_q, to_k, to_v].into_iter().enumerate() {
-                    grads.push(&lin.weight, gw.f_narrow(0, i as i64 * inner, inner)?);
+                    grads.push(&lin.weight, gw.f_narrow(0, i as i64 * inner, inner)?)?;
                 }
                 let w = Tensor::f_cat(&[&to_q.weight, &to_k.weight, &to_v.weight], 0)?;
-                let ga1 = g_qkv.f_matmul(&w)?;
+                let ga1 = matmul(&g_qkv, &w)?;
                 drop(g_qkv);
                 pull_back(&a1, &ga1, &x)?.f_add(&gx1)?
             }
@@ -445,8 +449,10 @@ impl OrthogonalBlock {
                     };
                     Ok(out.f_add(&x)?)
                 })?;
-                let surrogate =
-                    tch::with_grad(|| x1.f_reshape([-1])?.f_dot(&gx1.f_reshape([-1])?))?;
+                let surrogate = tch::with_grad(|| {
+                    x1.f_reshape([-1])?
+                        .f_dot(&gx1.f_to_kind(x1.kind())?.f_reshape([-1])?)
+                })?;
                 drop(x1);
                 match (pinv, z_leaf, attn2) {
                     (Some((a2_leaf, z)), Some(z_leaf), Some(a2)) => {
@@ -456,7 +462,9 @@ impl OrthogonalBlock {
                             .remove(0);
                         let g_a2 = pull_back(&z, &gz, &a2_leaf)?;
                         tch::with_grad(|| -> Result<()> {
-                            let s2 = a2.f_reshape([-1])?.f_dot(&g_a2.f_reshape([-1])?)?;
+                            let s2 = a2
+                                .f_reshape([-1])?
+                                .f_dot(&g_a2.f_to_kind(a2.kind())?.f_reshape([-1])?)?;
                             surrogate.f_add(&s2)?.f_backward()?;
                             Ok(())
                         })?;
