@@ -192,7 +192,8 @@ def count(model):
 def setup(args):
     """Threads and the warm-up count from the command line."""
     global AUTOCAST
-    AUTOCAST = {"f32": None, "bf16": torch.bfloat16, "f16": torch.float16}[args.precision]
+    AUTOCAST = {"f32": None, "bf16": torch.bfloat16, "f16": torch.float16}[
+        getattr(args, "precision", "f32")]
     if args.threads:
         torch.set_num_threads(args.threads)
     return args.warmup if args.warmup is not None else (2 if args.device == "cuda" else 1)
