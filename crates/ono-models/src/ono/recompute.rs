@@ -112,7 +112,7 @@ impl Ono {
         let value = scalar_loss_backward(&out, loss)?;
         let mut grad_f = out.grad();
         let mut grad_x: Option<Tensor> = None;
-        for (block, s) in blocks.iter().zip(saved.drain(..).collect::<Vec<_>>()).rev() {
+        for (block, s) in blocks.iter().zip(saved).rev() {
             let (gx, gf) = block.backward_saved(s, grad_x.as_ref(), &grad_f)?;
             (grad_x, grad_f) = (Some(gx), gf);
         }

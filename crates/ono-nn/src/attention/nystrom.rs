@@ -50,14 +50,14 @@ impl NystromAttention {
         }
     }
 
-    /// # Shapes
-    /// - `x`: (B, N, dim)
-    /// - returns: (B, N, dim)
     /// The Newton–Schulz iterations of the pseudo-inverse.
     pub fn pinv_iterations(&self) -> usize {
         self.kernel.pinv_iterations
     }
 
+    /// # Shapes
+    /// - `x`: (B, N, dim)
+    /// - returns: (B, N, dim)
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let iterations = self.kernel.pinv_iterations;
         self.forward_with_pinv(x, &mut |a| {
