@@ -72,14 +72,8 @@ impl Grads {
         Ok(())
     }
 
-    /// ∂W and ∂b of `y = a Wᵀ + b` from ∂y; returns ∂a (None when not needed).
-    fn linear(
-        &mut self,
-        lin: &Linear,
-        a: &Tensor,
-        gy: &Tensor,
-        need_input: bool,
-    ) -> Result<Option<Tensor>> {
+    /// ∂W and ∂b of `y = a Wᵀ + b` from ∂y; returns ∂a.
+    fn linear(&mut self, lin: &Linear, a: &Tensor, gy: &Tensor) -> Result<Tensor> {
         let (din, dout) = (lin.in_dim(), lin.out_dim());
         // The products in the compute kind, as `Linear::forward` ran them.
         let a2 = to_compute(&a.f_reshape([-1, din])?)?;
@@ -88,11 +82,7 @@ impl Grads {
         if let Some(b) = &lin.bias {
             self.push(b, g2.f_sum_dim_intlist(0, false, b.kind())?)?;
         }
-        Ok(if need_input {
-            Some(matmul(gy, &lin.weight)?)
-        } else {
-            None
-        })
+        matmul(gy, &lin.weight)
     }
 
     /// Adds every gradient to its parameter's `.grad` with one backward call.
@@ -128,6 +118,15 @@ fn pull_back(out: &Tensor, grad_out: &Tensor, leaf: &Tensor) -> Result<Tensor> {
         ));
     }
     Ok(g)
+}
+
+fn two_layers_needed() -> Error {
+    Error::Config("selective recomputation needs two-layer MLPs in the orthogonal block".into())
+}
+
+/// A saved state handed to a block of another structure.
+fn mismatch() -> Error {
+    Error::Config("selective recomputation: the saved state is not this block's".into())
 }
 
 fn leaf(t: &Tensor) -> Result<Tensor> {
@@ -175,7 +174,11 @@ fn heads_first(t: &Tensor) -> Result<Tensor> {
 /// The linear transformer's output (B, N, H·e) from q̂ (B, N, H, d) and ctx (B, H, d, e).
 fn lt_output(q_hat: &Tensor, ctx: &Tensor, scale: f64) -> Result<Tensor> {
     let [b, n, h, _] = q_hat.size()[..] else {
-        unreachable!("q̂ is (B, N, H, d)")
+        return Err(Error::Shape {
+            op: "selective recomputation",
+            expected: "q̂ of shape (B, N, H, d)".into(),
+            got: q_hat.size(),
+        });
     };
     let e = ctx.size()[3];
     let out = heads_first(q_hat)?.f_mul_scalar(scale)?.f_matmul(ctx)?; // (B, H, N, e)
@@ -206,9 +209,7 @@ impl OrthogonalBlock {
     /// - returns: `x` (B, N, h), `fx` (B, N, h or out), and the saved state
     pub fn forward_saving(&self, x: &Tensor, fx: &Tensor) -> Result<(Tensor, Tensor, SavedBlock)> {
         if !self.supports_selective() {
-            return Err(Error::Config(
-                "selective recomputation needs two-layer MLPs in the orthogonal block".into(),
-            ));
+            return Err(two_layers_needed());
         }
         let (attn, ln_2, mlp) = self.nn_block.parts();
         let (x, fx) = (x.f_detach()?, fx.f_detach()?);
@@ -249,7 +250,7 @@ impl OrthogonalBlock {
             }
             None => (x.shallow_clone(), SavedAttention::None),
         };
-        let (w1, w2) = mlp.two_layers().expect("checked by supports_selective");
+        let (w1, w2) = mlp.two_layers().ok_or_else(two_layers_needed)?;
         let h = w1.forward(&ln_2.forward(&x1)?)?;
         let x2 = w2.forward(&gelu(&h)?)?.f_add(&x1)?;
 
@@ -261,7 +262,7 @@ impl OrthogonalBlock {
         let a3 = self.ln_3.forward(&fx1)?;
         let (fx2, h2) = match &self.mlp2 {
             Head::Mlp(m) => {
-                let (w3, w4) = m.two_layers().expect("checked by supports_selective");
+                let (w3, w4) = m.two_layers().ok_or_else(two_layers_needed)?;
                 let h2 = w3.forward(&a3)?;
                 (w4.forward(&gelu(&h2)?)?, Some(h2))
             }
@@ -310,17 +311,13 @@ impl OrthogonalBlock {
         let a3 = tch::with_grad(|| self.ln_3.forward(&fx1))?;
         let ga3 = match (&self.mlp2, &saved.h2) {
             (Head::Mlp(m), Some(h2)) => {
-                let (w3, w4) = m.two_layers().expect("checked by supports_selective");
-                let gg2 = grads.linear(w4, &gelu(h2)?, grad_fx, true)?.expect("asked");
+                let (w3, w4) = m.two_layers().ok_or_else(two_layers_needed)?;
+                let gg2 = grads.linear(w4, &gelu(h2)?, grad_fx)?;
                 let gh2 = h2.f_gelu_backward(&gg2.f_to_kind(h2.kind())?, "none")?;
-                grads
-                    .linear(w3, &a3.f_detach()?, &gh2, true)?
-                    .expect("asked")
+                grads.linear(w3, &a3.f_detach()?, &gh2)?
             }
-            (Head::Linear(l), _) => grads
-                .linear(l, &a3.f_detach()?, grad_fx, true)?
-                .expect("asked"),
-            (Head::Mlp(_), None) => unreachable!("an MLP head saves its hidden layer"),
+            (Head::Linear(l), _) => grads.linear(l, &a3.f_detach()?, grad_fx)?,
+            (Head::Mlp(_), None) => return Err(mismatch()),
         };
         let gfx1 = pull_back(&a3, &ga3, &fx1)?;
         drop(a3);
@@ -344,27 +341,21 @@ impl OrthogonalBlock {
 
         // ψ̃ = normalize(ψ), ψ = proj(x₂).
         let g_psi = pull_back(&saved.psi_tilde, &g_psi_t, &saved.psi)?;
-        let mut gx2 = grads
-            .linear(&self.proj, &saved.x2, &g_psi, true)?
-            .expect("asked");
+        let mut gx2 = grads.linear(&self.proj, &saved.x2, &g_psi)?;
         if let Some(g) = grad_x {
             gx2 = gx2.f_add(g)?;
         }
 
         // FFN: x₂ = x₁ + W₂ GELU(W₁ LN₂ x₁).
-        let (w1, w2) = mlp.two_layers().expect("checked by supports_selective");
-        let gg = grads
-            .linear(w2, &gelu(&saved.h)?, &gx2, true)?
-            .expect("asked");
+        let (w1, w2) = mlp.two_layers().ok_or_else(two_layers_needed)?;
+        let gg = grads.linear(w2, &gelu(&saved.h)?, &gx2)?;
         let gh = saved
             .h
             .f_gelu_backward(&gg.f_to_kind(saved.h.kind())?, "none")?;
         drop(gg);
         let x1 = leaf(&saved.x1)?;
         let a2 = tch::with_grad(|| ln_2.forward(&x1))?;
-        let ga2 = grads
-            .linear(w1, &a2.f_detach()?, &gh, true)?
-            .expect("asked");
+        let ga2 = grads.linear(w1, &a2.f_detach()?, &gh)?;
         drop(gh);
         let gx1 = pull_back(&a2, &ga2, &x1)?.f_add(&gx2)?;
         drop((a2, ga2, gx2));
@@ -381,7 +372,7 @@ impl OrthogonalBlock {
                 let d = q_hat.size()[3];
                 let scale = (d as f64).powf(-0.5);
                 let o = lt_output(&q_hat, &ctx, scale)?;
-                let go = grads.linear(to_out, &o, &gx1, true)?.expect("asked");
+                let go = grads.linear(to_out, &o, &gx1)?;
                 drop(o);
                 let e = ctx.size()[3];
                 let go = heads_first(&go.f_view([b, n, heads, e])?)?; // (B, H, N, e)
@@ -480,7 +471,7 @@ impl OrthogonalBlock {
                 gx
             }
             (SavedAttention::None, None) => gx1,
-            _ => unreachable!("the saved attention matches the block's"),
+            _ => return Err(mismatch()),
         };
         grads.flush()?;
         Ok((gx, gfx))
