@@ -129,6 +129,15 @@ struct BenchCompareArgs {
     /// Also write every raw record and ratio to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// A prebuilt `ono` binary: no setup and no build (for a GPU machine without a Rust
+    /// toolchain). The PyTorch scripts are then found under the current directory, and the
+    /// environment (LD_LIBRARY_PATH to a torch/lib) is the caller's.
+    #[arg(long, requires = "python")]
+    ono: Option<PathBuf>,
+    /// With `--ono`: the Python whose torch runs the PyTorch side (its packages must already be
+    /// there; nothing is installed).
+    #[arg(long, requires = "ono")]
+    python: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -251,7 +260,7 @@ fn main() -> Result<()> {
 }
 
 fn bench_compare(a: BenchCompareArgs) -> Result<()> {
-    use bench_compare::{Options, RawOptions, Runner};
+    use bench_compare::{Options, RawOptions};
     let o = Options::new(RawOptions {
         models: a.models,
         presets: a.presets,
@@ -264,6 +273,12 @@ fn bench_compare(a: BenchCompareArgs) -> Result<()> {
         precision: a.precision,
         json: a.json,
     })?;
+    if let (Some(ono), Some(python)) = (&a.ono, &a.python) {
+        // Prebuilt: the caller's environment as it is, the scripts under the current folder.
+        bench_compare::ensure_packages(python, false)?;
+        let root = std::env::current_dir()?;
+        return compare_and_print(&o, &root, ono, python, &|_: &mut Command| {});
+    }
     let env = setup()?;
     let python = env.python().context(
         "bench-compare runs the PyTorch side with the Python of the libtorch in use, and \
@@ -274,21 +289,32 @@ fn bench_compare(a: BenchCompareArgs) -> Result<()> {
     build.args(["build", "--release", "-p", "ono-cli", "--bin", "ono"]);
     run(build)?;
     let ono = target_dir().join("release").join("ono");
-    let mut help = Command::new(&ono);
-    env.apply(&mut help);
-    let help = help.args(["bench-step", "--help"]).output()?;
-    bench_compare::check_flags(&String::from_utf8_lossy(&help.stdout), &o)?;
     let root = workspace_root();
     let apply = |cmd: &mut Command| env.apply(cmd);
+    compare_and_print(&o, &root, &ono, python, &apply)
+}
+
+/// Checks `ono`'s flags, runs every pair and prints the table (and the JSON report).
+fn compare_and_print(
+    o: &bench_compare::Options,
+    root: &std::path::Path,
+    ono: &std::path::Path,
+    python: &std::path::Path,
+    apply: &dyn Fn(&mut Command),
+) -> Result<()> {
+    let mut help = Command::new(ono);
+    apply(&mut help);
+    let help = help.args(["bench-step", "--help"]).output()?;
+    bench_compare::check_flags(&String::from_utf8_lossy(&help.stdout), o)?;
     let machine = bench_compare::machine(o.cuda);
     torch::say(format!("machine: {machine}"));
-    let rows = Runner {
-        root: &root,
-        ono: &ono,
+    let rows = bench_compare::Runner {
+        root,
+        ono,
         python,
-        env: &apply,
+        env: apply,
     }
-    .run(&o)?;
+    .run(o)?;
     println!("machine: {machine}");
     for r in &rows {
         println!("round {}: PyTorch: {}", r.round + 1, r.pytorch.command);
@@ -296,7 +322,7 @@ fn bench_compare(a: BenchCompareArgs) -> Result<()> {
     }
     print!("{}", bench_compare::table(&rows, o.cuda));
     if let Some(path) = &o.json {
-        let report = bench_compare::json_report(&rows, &o, &machine);
+        let report = bench_compare::json_report(&rows, o, &machine);
         bench_compare::write_atomic(path, &serde_json::to_string_pretty(&report)?)?;
         torch::say(format!("wrote {}", path.display()));
     }
