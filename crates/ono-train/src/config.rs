@@ -91,6 +91,74 @@ pub struct ModelSection {
     pub overrides: toml::Table,
 }
 
+impl ModelSection {
+    /// An architecture's preset, unchanged.
+    pub fn preset(arch: &str, preset: &str) -> Self {
+        Self {
+            arch: arch.to_string(),
+            preset: Some(preset.to_string()),
+            overrides: toml::Table::new(),
+        }
+    }
+
+    /// The preset (or the architecture's default) before the overrides and the data's
+    /// dimensions.
+    pub fn base_config(&self) -> Result<ModelConfig> {
+        let arch = self.arch.as_str();
+        match &self.preset {
+            Some(p) => ModelConfig::preset(arch, p).map_err(|e| {
+                let key = if ono_models::ARCHS.contains(&arch) {
+                    "model.preset"
+                } else {
+                    "model.arch"
+                };
+                Error::invalid(key, e)
+            }),
+            None => ModelConfig::from_fields(arch, serde_json::json!({}))
+                .map_err(|e| Error::invalid("model.arch", e)),
+        }
+    }
+
+    /// The preset with the overrides, before the data's dimensions.
+    pub fn config(&self) -> Result<ModelConfig> {
+        with_overrides(&self.base_config()?, &self.overrides, "model.overrides")
+    }
+
+    /// Changes the model by a typed edit of its configuration. The fields that then differ
+    /// from the preset become the overrides, so the experiment file says only what the edit
+    /// changed, by the fields' own names.
+    pub fn edit(&mut self, f: impl FnOnce(&mut ModelConfig)) -> Result<()> {
+        let base = self.base_config()?;
+        let mut cfg = with_overrides(&base, &self.overrides, "model.overrides")?;
+        f(&mut cfg);
+        if cfg.arch() != base.arch() {
+            return Err(Error::config(
+                "model.arch",
+                format!(
+                    "an edit cannot change the architecture ({} to {})",
+                    base.arch(),
+                    cfg.arch()
+                ),
+            ));
+        }
+        let fields = |c: &ModelConfig| c.fields().map_err(|e| Error::invalid("model", e));
+        let (now, was) = (fields(&cfg)?, fields(&base)?);
+        let mut overrides = toml::Table::new();
+        for (k, v) in now.as_object().into_iter().flatten() {
+            if was.get(k) == Some(v) {
+                continue;
+            }
+            let key = format!("model.overrides.{k}");
+            let value = toml::Value::try_from(v).map_err(|e| Error::config(&key, e.to_string()))?;
+            overrides.insert(k.clone(), value);
+        }
+        cfg.validate()
+            .map_err(|e| Error::invalid("model.overrides", e))?;
+        self.overrides = overrides;
+        Ok(())
+    }
+}
+
 fn default_arch() -> String {
     ono_models::registry::DEFAULT_ARCH.to_string()
 }
@@ -594,25 +662,12 @@ impl TrainConfig {
     /// The preset (or the architecture's default) before the overrides and the data's
     /// dimensions.
     pub fn base_model_config(&self) -> Result<ModelConfig> {
-        let arch = self.model.arch.as_str();
-        match &self.model.preset {
-            Some(p) => ModelConfig::preset(arch, p).map_err(|e| {
-                let key = if ono_models::ARCHS.contains(&arch) {
-                    "model.preset"
-                } else {
-                    "model.arch"
-                };
-                Error::invalid(key, e)
-            }),
-            None => ModelConfig::from_fields(arch, serde_json::json!({}))
-                .map_err(|e| Error::invalid("model.arch", e)),
-        }
+        self.model.base_config()
     }
 
     /// The model configuration: the preset, then the overrides, then the data's dimensions.
     pub fn model_config(&self, dims: DataDims) -> Result<ModelConfig> {
-        let base = self.base_model_config()?;
-        let mut cfg = with_overrides(&base, &self.model.overrides, "model.overrides")?;
+        let mut cfg = self.model.config()?;
         cfg.set_data_dims(dims);
         cfg.validate()
             .map_err(|e| Error::invalid("model.overrides", e))?;
@@ -646,6 +701,23 @@ impl TrainConfig {
             }
         }
         v
+    }
+}
+
+impl TrainConfig {
+    /// Whether `other` is the same experiment: the same settings that change the numbers (the
+    /// [`fingerprint`](Self::fingerprint)'s) and the same model once its preset and overrides
+    /// are resolved, however the overrides spell it.
+    pub fn same_experiment(&self, other: &Self) -> bool {
+        let resolved = |c: &Self| {
+            let mut c = c.clone();
+            let model = c.model.config().ok()?;
+            c.model.overrides = toml::Table::new();
+            c.model.preset = None;
+            Some((c.fingerprint(), model))
+        };
+        let a = resolved(self);
+        a.is_some() && a == resolved(other)
     }
 }
 

@@ -9,13 +9,12 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
-use toml::{Table, Value};
 
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::Trainer;
 
-use super::plan::{self, DataPaths, Experiment, Measure, Profile, Reduced, Work};
+use super::plan::{DataPaths, Experiment, Measure, Profile, Reduced, Work};
 use super::Context as RunContext;
 
 /// How an experiment ended.
@@ -60,16 +59,76 @@ pub struct Outcome {
     pub device: String,
     pub commit: String,
     /// The experiment as run; a changed plan reruns it.
-    pub experiment: serde_json::Value,
+    pub experiment: Recorded,
 }
 
-/// The fingerprint of an experiment: its work without the device and threads.
-fn fingerprint(e: &Experiment) -> serde_json::Value {
-    match &e.work {
-        Work::Train { config, strides } => {
-            serde_json::json!({ "train": config, "strides": strides })
+/// The experiment a result was made by, as `result.json` records it (the plan's experiment,
+/// before the device and threads of the call are set).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Recorded {
+    Train {
+        train: RecordedConfig,
+        strides: Vec<usize>,
+    },
+    Measure {
+        measure: Measure,
+    },
+}
+
+/// A trained experiment in `result.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RecordedConfig {
+    Typed(Box<TrainConfig>),
+    /// Written before the plan was typed: the experiment's table as the plan built it, without
+    /// `output_dir`.
+    Table(toml::Table),
+}
+
+impl RecordedConfig {
+    fn config(&self) -> Option<TrainConfig> {
+        match self {
+            RecordedConfig::Typed(c) => Some(c.as_ref().clone()),
+            RecordedConfig::Table(t) => {
+                let mut t = t.clone();
+                // Every run's `output_dir` is its folder; the old tables lack it.
+                t.entry("output_dir")
+                    .or_insert_with(|| toml::Value::String(".".into()));
+                toml::Value::Table(t).try_into().ok()
+            }
         }
-        Work::Measure(m) => serde_json::json!({ "measure": m }),
+    }
+}
+
+impl Recorded {
+    /// How `e` is recorded.
+    pub fn of(e: &Experiment) -> Self {
+        match &e.work {
+            Work::Train { config, strides } => Recorded::Train {
+                train: RecordedConfig::Typed(config.clone()),
+                strides: strides.clone(),
+            },
+            Work::Measure(m) => Recorded::Measure { measure: m.clone() },
+        }
+    }
+
+    /// Whether this is the experiment `e`: the same settings and the same model once presets
+    /// and overrides are resolved (results written by earlier versions of the plan, which
+    /// spelled the same models with other overrides, still count).
+    pub fn is(&self, e: &Experiment) -> bool {
+        match (self, &e.work) {
+            (Recorded::Train { train, strides }, Work::Train { config, strides: s }) => {
+                strides == s && train.config().is_some_and(|r| r.same_experiment(config))
+            }
+            (Recorded::Measure { measure }, Work::Measure(m)) => {
+                let model = |m: &Measure| m.model.config().ok();
+                (&measure.shapes, measure.batch, measure.steps) == (&m.shapes, m.batch, m.steps)
+                    && model(measure).is_some()
+                    && model(measure) == model(m)
+            }
+            _ => false,
+        }
     }
 }
 
@@ -77,7 +136,7 @@ fn fingerprint(e: &Experiment) -> serde_json::Value {
 pub fn finished(dir: &Path, e: &Experiment) -> Option<Outcome> {
     let text = std::fs::read_to_string(dir.join("result.json")).ok()?;
     let o: Outcome = serde_json::from_str(&text).ok()?;
-    (o.status == Status::Done && o.experiment == fingerprint(e)).then_some(o)
+    (o.status == Status::Done && o.experiment.is(e)).then_some(o)
 }
 
 /// Generates the reduced profiles' data sets that the selected experiments read and that are
@@ -92,15 +151,13 @@ pub fn prepare_data(
     let Some(r) = Reduced::of(profile) else {
         return Ok(());
     };
-    let gen = data.generated.display().to_string();
     let reads = |needle: &str| {
         experiments.iter().any(|e| match &e.work {
             Work::Train { config, .. } => {
-                let d = config.get("data");
-                let s = |k: &str| d.and_then(|d| d.get(k)).and_then(Value::as_str);
-                (s("data_dir") == Some(gen.as_str()) && s("benchmark") == Some(needle))
-                    || (needle == "cloud"
-                        && s("path") == Some(data.cloud().display().to_string().as_str()))
+                let d = &config.data;
+                (d.data_dir.as_deref() == Some(data.generated.as_path())
+                    && d.benchmark.as_deref() == Some(needle))
+                    || (needle == "cloud" && d.path.as_deref() == Some(data.cloud().as_path()))
             }
             Work::Measure { .. } => false,
         })
@@ -227,7 +284,7 @@ pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
         machine: ctx.machine.clone(),
         device: ctx.device.clone(),
         commit: ctx.commit.clone(),
-        experiment: fingerprint(e),
+        experiment: Recorded::of(e),
     };
     match result {
         Ok(fill) => fill(&mut o),
@@ -245,20 +302,22 @@ pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
         }
     } else {
         // Not a result: remember only the time spent, so that a later success adds it up.
-        let _ = write_json(
-            &dir.join("wall.json"),
-            &serde_json::json!({ "wall_s": o.wall_s }),
-        );
+        let _ = write_json(&dir.join("wall.json"), &Spent { wall_s: o.wall_s });
     }
     o
+}
+
+/// The time an experiment spent in calls that did not finish it (`wall.json`).
+#[derive(Serialize, Deserialize)]
+struct Spent {
+    wall_s: f64,
 }
 
 fn previous_wall(dir: &Path) -> f64 {
     std::fs::read_to_string(dir.join("wall.json"))
         .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|v| v["wall_s"].as_f64())
-        .unwrap_or(0.0)
+        .and_then(|t| serde_json::from_str::<Spent>(&t).ok())
+        .map_or(0.0, |s| s.wall_s)
 }
 
 /// The message of a missing published file, when that is what `err` is.
@@ -283,26 +342,35 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 
 type Fill = Box<dyn FnOnce(&mut Outcome)>;
 
-/// Writes the experiment file into `dir`, trains (resuming if a checkpoint is there), and
-/// evaluates the result: test error, mean field, the other strides.
-fn train(config: &Table, strides: &[usize], dir: &Path, ctx: &RunContext) -> Result<Fill> {
-    let mut t = config.clone();
-    // Relative to the experiment file, which lives in the run folder: `ono train
-    // <dir>/experiment.toml --resume` continues this very run.
-    t.insert("output_dir".into(), Value::String(".".into()));
-    t.insert("device".into(), Value::String(ctx.device.clone()));
+/// The experiment as this call runs it: the plan's, on the call's device and threads.
+pub fn as_run(config: &TrainConfig, ctx: &RunContext) -> TrainConfig {
+    let mut cfg = config.clone();
+    cfg.device = ctx.device.clone();
     if let Some(n) = ctx.threads {
-        t.insert("threads".into(), Value::Integer(n as i64));
+        cfg.threads = n;
     }
-    plan::validate(&t)?;
+    cfg
+}
+
+/// Writes `<dir>/experiment.toml`, the file `ono train` runs; its paths are absolute or
+/// relative to `dir` (the run folder is its `output_dir`).
+pub fn write_experiment(dir: &Path, cfg: &TrainConfig) -> Result<PathBuf> {
+    cfg.validate()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let file = dir.join("experiment.toml");
     let text = format!(
         "# Written by `ono reproduce`; rerun this cell with `ono train {} --resume`.\n{}",
         file.display(),
-        toml::to_string(&t)?
+        toml::to_string(cfg)?
     );
     ono_io::atomic::write_atomic(&file, text.as_bytes())?;
+    Ok(file)
+}
+
+/// Writes the experiment file into `dir`, trains (resuming if a checkpoint is there), and
+/// evaluates the result: test error, mean field, the other strides.
+fn train(config: &TrainConfig, strides: &[usize], dir: &Path, ctx: &RunContext) -> Result<Fill> {
+    let file = write_experiment(dir, &as_run(config, ctx))?;
     let cfg = TrainConfig::from_file(&file)?;
     // A run of another version of this experiment (the plan changed) cannot be resumed: it
     // starts again. The same experiment on another device or thread count resumes (the
@@ -375,13 +443,14 @@ fn train(config: &Table, strides: &[usize], dir: &Path, ctx: &RunContext) -> Res
 
 /// `ono bench-step` in a process of its own: the peak memory is this model's alone.
 fn measure(m: &Measure, ctx: &RunContext) -> Result<Fill> {
+    let preset = m.model.preset.as_deref().unwrap_or("default");
     let mut cmd = Command::new(&ctx.exe);
-    cmd.args(["bench-step", "--arch", &m.arch, "--preset", &m.preset])
+    cmd.args(["bench-step", "--arch", &m.model.arch, "--preset", preset])
         .args(["--shapes", &m.shapes, "--batch", &m.batch.to_string()])
         .args(["--steps", &m.steps.to_string()])
         .args(["--device", &ctx.device]);
-    if !m.overrides.is_empty() {
-        cmd.args(["--overrides", &toml::to_string(&m.overrides)?]);
+    if !m.model.overrides.is_empty() {
+        cmd.args(["--overrides", &toml::to_string(&m.model.overrides)?]);
     }
     if let Some(n) = ctx.threads {
         cmd.args(["--threads", &n.to_string()]);

@@ -80,7 +80,7 @@ pub fn run(o: Options) -> Result<bool> {
     };
     let tables = plan::list(o.only.as_deref());
     let models = plan::list(o.models.as_deref());
-    let plan = plan::select(plan::plan(profile, &data), &tables, &models)?;
+    let plan = plan::select(plan::plan(profile, &data)?, &tables, &models)?;
     if let Some(n) = o.threads {
         anyhow::ensure!(n > 0, "--threads must be positive");
         tch::set_num_threads(n);
@@ -95,7 +95,7 @@ pub fn run(o: Options) -> Result<bool> {
         eval_batch: 4,
     };
     if o.plan_only {
-        report::write_plan(&out, profile, &plan)?;
+        report::write_plan(&out, profile, &plan, &ctx)?;
         eprintln!(
             "{} experiments, {} cells: {}",
             plan.experiments.len(),

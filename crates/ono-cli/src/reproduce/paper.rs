@@ -7,6 +7,9 @@
 //! thuml/Transolver), the extra row. Tables 2 (runtime) and 8 (parameters and memory)
 //! could not be read from any version available to us: they have no paper column.
 
+use ono_models::NnBlock;
+use ono_nn::orthogonal::Orthogonalization;
+
 /// Table 1's columns, in the paper's order.
 pub const TABLE1_COLUMNS: [&str; 6] = [
     "NS2d",
@@ -99,19 +102,35 @@ pub const TABLE4_ONO: (f64, f64) = (0.0889, 0.2143);
 pub const ABLATION_COLUMNS: [&str; 3] = ["Airfoil", "Elasticity", "Pipe"];
 
 /// Table 5: (row label, ONO `nn_block`, Airfoil, Elasticity, Pipe).
-pub const TABLE5: [(&str, &str, [f64; 3]); 3] = [
-    ("Linear", "linear_transformer", [0.0079, 0.0137, 0.0060]),
-    ("Nyström", "nystrom", [0.0056, 0.0118, 0.0034]),
-    ("Galerkin", "galerkin", [0.0122, 0.0133, 0.0075]),
+pub const TABLE5: [(&str, NnBlock, [f64; 3]); 3] = [
+    (
+        "Linear",
+        NnBlock::LinearTransformer,
+        [0.0079, 0.0137, 0.0060],
+    ),
+    ("Nyström", NnBlock::Nystrom, [0.0056, 0.0118, 0.0034]),
+    ("Galerkin", NnBlock::Galerkin, [0.0122, 0.0133, 0.0075]),
 ];
 
 /// Table 6: (row label, ONO `orthogonalization`, Airfoil, Elasticity, Pipe); the paper has no
 /// "none" row.
-pub const TABLE6: [(&str, &str, Option<[f64; 3]>); 4] = [
-    ("BN", "batch_norm", Some([0.0808, 0.0149, 0.2151])),
-    ("LN", "layer_norm", Some([0.0288, 0.2579, 0.0056])),
-    ("none", "none", None),
-    ("Ortho", "orthonormal", Some([0.0056, 0.0118, 0.0034])),
+pub const TABLE6: [(&str, Orthogonalization, Option<[f64; 3]>); 4] = [
+    (
+        "BN",
+        Orthogonalization::BatchNorm,
+        Some([0.0808, 0.0149, 0.2151]),
+    ),
+    (
+        "LN",
+        Orthogonalization::LayerNorm,
+        Some([0.0288, 0.2579, 0.0056]),
+    ),
+    ("none", Orthogonalization::None, None),
+    (
+        "Ortho",
+        Orthogonalization::Orthonormal,
+        Some([0.0056, 0.0118, 0.0034]),
+    ),
 ];
 
 /// Table 7: (row, layers, Elasticity, Plasticity).

@@ -11,7 +11,7 @@ use anyhow::Result;
 use ono_train::plots::{grouped_bars, line_chart, ChartSeries};
 use serde::Serialize;
 
-use super::execute::{write_json, Outcome, Status};
+use super::execute::{self, write_json, Outcome, Status};
 use super::plan::{Cell, Measure, Plan, Profile, Source, Work, SEEN_STEPS};
 use super::{clock, paper, Context};
 
@@ -112,8 +112,9 @@ fn differences(profile: Profile) -> &'static str {
     }
 }
 
-/// Writes `plan.md`: the experiments and the cells they fill (`--plan-only`).
-pub fn write_plan(out: &Path, profile: Profile, plan: &Plan) -> Result<()> {
+/// Writes `plan.md` (the experiments and the cells they fill) and each trained experiment's
+/// file, as a run would write it (`--plan-only`).
+pub fn write_plan(out: &Path, profile: Profile, plan: &Plan, ctx: &Context) -> Result<()> {
     let mut s = format!(
         "# Plan of the {} profile\n\n| experiment | model | work | data |\n|---|---|---|---|\n",
         profile.name()
@@ -121,16 +122,15 @@ pub fn write_plan(out: &Path, profile: Profile, plan: &Plan) -> Result<()> {
     for e in &plan.experiments {
         let work = match &e.work {
             Work::Train { .. } => format!("`ono train {}/experiment.toml`", e.id),
-            Work::Measure(Measure { arch, preset, .. }) => {
-                format!("`ono bench-step --arch {arch} --preset {preset}`")
-            }
+            Work::Measure(Measure { model, .. }) => format!(
+                "`ono bench-step --arch {} --preset {}`",
+                model.arch,
+                model.preset.as_deref().unwrap_or("default")
+            ),
         };
         let _ = writeln!(s, "| {} | {} | {work} | {} |", e.id, e.model, e.data_note);
         if let Work::Train { config, .. } = &e.work {
-            let dir = out.join(&e.id);
-            std::fs::create_dir_all(&dir)?;
-            let text = toml::to_string(config)?;
-            ono_io::atomic::write_atomic(&dir.join("experiment.plan.toml"), text.as_bytes())?;
+            execute::write_experiment(&out.join(&e.id), &execute::as_run(config, ctx))?;
         }
     }
     s.push_str("\n| table | row | column | paper | experiment |\n|---|---|---|---|---|\n");

@@ -1,0 +1,329 @@
+//! The ONO paper's tables as experiments: which model is trained on which benchmark with which
+//! settings, which step is timed, and which number of which experiment fills each cell of each
+//! table. One experiment can fill several cells (Geo-FNO is FNO on regular grids; Table 1's ONO
+//! runs are the Nyström and orthonormal rows of Tables 5 and 6 and ONO-8 of Table 7).
+//!
+//! Experiments are data: every trained experiment is a typed [`TrainConfig`], derived from the
+//! committed base experiment of its model × benchmark ([`bases`], `experiments/paper/`) by typed
+//! edits: the reduced profiles' sizes ([`reduced`]) and each table's own changes ([`tables`], one
+//! function per table).
+
+mod bases;
+mod reduced;
+mod tables;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use ono_train::config::{ModelSection, TrainConfig};
+use serde::{Deserialize, Serialize};
+
+pub use bases::{base, BASES};
+pub use reduced::Reduced;
+pub use tables::{plan, SEEN_STEPS};
+
+/// How big and on which data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// The paper's settings on the published files (a GPU job).
+    Paper,
+    /// Every table at reduced size on data the project generates; under an hour on 2 CPU cores.
+    Quick,
+    /// A few steps per experiment on tiny generated sets: keeps the command working (tests).
+    Smoke,
+}
+
+impl std::str::FromStr for Profile {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "paper" => Ok(Self::Paper),
+            "quick" => Ok(Self::Quick),
+            "smoke" => Ok(Self::Smoke),
+            _ => bail!("--profile: `{s}` is not quick, paper or smoke"),
+        }
+    }
+}
+
+impl Profile {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Paper => "paper",
+            Self::Quick => "quick",
+            Self::Smoke => "smoke",
+        }
+    }
+}
+
+/// The models of the tables (rows), by the name `--models` takes.
+pub const MODELS: [&str; 9] = [
+    "fno",
+    "galerkin",
+    "geofno",
+    "ufno",
+    "ffno",
+    "lsm",
+    "gnot",
+    "ono",
+    "transolver",
+];
+
+/// The row label of a model.
+pub fn model_label(model: &str) -> &'static str {
+    match model {
+        "fno" => "FNO",
+        "galerkin" => "Galerkin",
+        "geofno" => "Geo-FNO",
+        "ufno" => "U-FNO",
+        "ffno" => "F-FNO",
+        "lsm" => "LSM",
+        "gnot" => "GNOT",
+        "ono" => "ONO (ours)",
+        "transolver" => "Transolver (extra row)",
+        _ => "?",
+    }
+}
+
+/// The tables, by the name `--only` takes.
+pub const TABLES: [&str; 8] = [
+    "table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8",
+];
+
+/// A benchmark of Table 1 (and the ablations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Task {
+    Ns2d,
+    Airfoil,
+    Pipe,
+    Darcy,
+    Elasticity,
+    Plasticity,
+}
+
+impl Task {
+    pub const ALL: [Task; 6] = [
+        Task::Ns2d,
+        Task::Airfoil,
+        Task::Pipe,
+        Task::Darcy,
+        Task::Elasticity,
+        Task::Plasticity,
+    ];
+
+    /// The benchmark's name in experiment files (and the folder of its base experiments).
+    pub fn key(self) -> &'static str {
+        match self {
+            Task::Ns2d => "ns2d",
+            Task::Airfoil => "airfoil",
+            Task::Pipe => "pipe",
+            Task::Darcy => "darcy",
+            Task::Elasticity => "elasticity",
+            Task::Plasticity => "plasticity",
+        }
+    }
+
+    /// Its column in Table 1.
+    fn column(self) -> usize {
+        Task::ALL.iter().position(|t| *t == self).unwrap_or(0)
+    }
+
+    /// Whether the quick profile has data of its own for it (the others need the published
+    /// files in the data folder).
+    pub fn generated(self) -> bool {
+        matches!(self, Task::Ns2d | Task::Darcy | Task::Elasticity)
+    }
+}
+
+/// What an experiment does.
+#[derive(Debug, Clone)]
+pub enum Work {
+    /// `ono train` of an experiment, then its evaluations.
+    Train {
+        /// The experiment (its `output_dir` is the run folder, `.`, when it is written there).
+        config: Box<TrainConfig>,
+        /// Also evaluate the result at these strides of the run's own benchmark.
+        strides: Vec<usize>,
+    },
+    /// `ono bench-step` in a process of its own (its peak memory is the process's).
+    Measure(Measure),
+}
+
+/// A timed training step: `ono bench-step`'s arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measure {
+    /// The architecture, its preset and the fields changed in it (`--overrides`).
+    #[serde(flatten)]
+    pub model: ModelSection,
+    /// Whose input shapes (an ONO preset's benchmark).
+    pub shapes: String,
+    pub batch: i64,
+    pub steps: usize,
+}
+
+/// One experiment: its folder under the output directory, its model (for `--models`) and work.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub id: String,
+    pub model: String,
+    pub work: Work,
+    /// Where its data come from, for the report.
+    pub data_note: String,
+}
+
+/// Which number of which experiment a cell shows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// The paper's "–": the model cannot handle the benchmark.
+    Unsupported,
+    /// The test relative L2 of a trained experiment.
+    TestError(String),
+    /// Its test error at another subsampling stride.
+    AtStride(String, usize),
+    /// The mean per-step error over the trained time steps (seen) or the later ones (unseen).
+    Seen(String),
+    Unseen(String),
+    /// Seconds per training step.
+    StepTime(String),
+    /// Trainable parameters.
+    Params(String),
+    /// Peak memory in MB.
+    PeakMemory(String),
+}
+
+impl Source {
+    /// The experiment it reads.
+    pub fn experiment(&self) -> Option<&str> {
+        match self {
+            Source::Unsupported => None,
+            Source::TestError(e)
+            | Source::AtStride(e, _)
+            | Source::Seen(e)
+            | Source::Unseen(e)
+            | Source::StepTime(e)
+            | Source::Params(e)
+            | Source::PeakMemory(e) => Some(e),
+        }
+    }
+}
+
+/// One cell of one table.
+#[derive(Debug, Clone)]
+pub struct Cell {
+    /// 1–8.
+    pub table: usize,
+    pub row: String,
+    pub column: String,
+    /// The row's model (for `--models`).
+    pub model: String,
+    pub paper: Option<f64>,
+    pub source: Source,
+}
+
+/// All the experiments and cells of a profile, before filtering.
+#[derive(Default)]
+pub struct Plan {
+    pub experiments: Vec<Experiment>,
+    pub cells: Vec<Cell>,
+}
+
+impl Plan {
+    /// Adds an experiment unless one of that id is there (several cells read one experiment).
+    fn add(&mut self, id: &str, model: &str, mut work: Work, data_note: String) {
+        if let Work::Train { config, .. } = &mut work {
+            // Its file lives in its run folder: `ono train <folder>/experiment.toml --resume`
+            // continues this very run.
+            config.output_dir = PathBuf::from(".");
+        }
+        if !self.experiments.iter().any(|e| e.id == id) {
+            self.experiments.push(Experiment {
+                id: id.to_string(),
+                model: model.to_string(),
+                work,
+                data_note,
+            });
+        }
+    }
+
+    /// Adds a cell.
+    fn cell(
+        &mut self,
+        table: usize,
+        row: &str,
+        column: &str,
+        model: &str,
+        paper: Option<f64>,
+        source: Source,
+    ) {
+        self.cells.push(Cell {
+            table,
+            row: row.to_string(),
+            column: column.to_string(),
+            model: model.to_string(),
+            paper,
+            source,
+        });
+    }
+}
+
+/// The folders the experiment files read from.
+pub struct DataPaths {
+    /// The published files (`--data-dir`).
+    pub published: PathBuf,
+    /// The quick and smoke profiles' generated files.
+    pub generated: PathBuf,
+}
+
+impl DataPaths {
+    /// The generated point-cloud Darcy set, the stand-in for Elasticity.
+    pub fn cloud(&self) -> PathBuf {
+        self.generated.join("darcy_cloud.safetensors")
+    }
+}
+
+/// Keeps the cells of `tables` and `models` (all when empty) and the experiments they read.
+/// Unknown names are errors that list the known ones.
+pub fn select(plan: Plan, tables: &[String], models: &[String]) -> Result<Plan> {
+    for t in tables {
+        if !TABLES.contains(&t.as_str()) {
+            bail!("--only: unknown table `{t}` (known: {})", TABLES.join(", "));
+        }
+    }
+    for m in models {
+        if !MODELS.contains(&m.as_str()) {
+            bail!(
+                "--models: unknown model `{m}` (known: {})",
+                MODELS.join(", ")
+            );
+        }
+    }
+    let cells: Vec<Cell> = plan
+        .cells
+        .into_iter()
+        .filter(|c| tables.is_empty() || tables.contains(&format!("table{}", c.table)))
+        .filter(|c| models.is_empty() || models.contains(&c.model))
+        .collect();
+    let experiments = plan
+        .experiments
+        .into_iter()
+        .filter(|e| {
+            cells
+                .iter()
+                .any(|c| c.source.experiment() == Some(e.id.as_str()))
+        })
+        .collect();
+    Ok(Plan { experiments, cells })
+}
+
+/// Parses a comma-separated list (`table1,table3`).
+pub fn list(s: Option<&str>) -> Vec<String> {
+    s.map(|s| {
+        s.split(',')
+            .map(|x| x.trim().to_ascii_lowercase())
+            .filter(|x| !x.is_empty())
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

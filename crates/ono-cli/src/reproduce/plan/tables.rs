@@ -1,0 +1,405 @@
+//! One function per table: which experiments it needs (derived from the bases by typed edits)
+//! and which number of which experiment fills each of its cells.
+
+use anyhow::Result;
+use ono_models::{ModelConfig, NnBlock};
+use ono_nn::orthogonal::Orthogonalization;
+use ono_train::config::{ModelSection, TrainConfig};
+use serde::Serialize;
+
+use super::reduced::galerkin_grids;
+use super::{
+    base, model_label, DataPaths, Measure, Plan, Profile, Reduced, Source, Task, Work, MODELS,
+};
+use crate::reproduce::paper;
+
+/// The training resolution of Table 3 (421 / 10 → 43) and the test strides (61, 85, 141, 211,
+/// 421).
+pub const SUPERRES_TRAIN_STRIDE: usize = 10;
+pub const SUPERRES_STRIDES: [usize; 5] = [7, 5, 3, 2, 1];
+
+/// Time steps trained in Table 4 (`time_gen.py`: frames 10–17 of 10 rolled out).
+pub const SEEN_STEPS: i64 = 8;
+
+/// What every table's experiments are derived with.
+struct Ctx<'a> {
+    profile: Profile,
+    reduced: Option<Reduced>,
+    data: &'a DataPaths,
+}
+
+impl Ctx<'_> {
+    /// The profile's version of an experiment derived from a base: the published files for the
+    /// paper profile, else the reduced sizes.
+    fn profiled(&self, mut cfg: TrainConfig, task: Task) -> Result<TrainConfig> {
+        match &self.reduced {
+            None => {
+                if cfg.data.benchmark.is_some() {
+                    cfg.data.data_dir = Some(self.data.published.clone());
+                }
+                Ok(cfg)
+            }
+            Some(r) => r.reduce(cfg, task, self.data),
+        }
+    }
+
+    /// Table 1's experiment of `model` on `task` in this profile, if the model has one.
+    fn experiment(&self, model: &str, task: Task) -> Result<Option<TrainConfig>> {
+        base(model, task)?
+            .map(|cfg| self.profiled(cfg, task))
+            .transpose()
+    }
+
+    /// The data a task's experiments read, in words.
+    fn data_note(&self, task: Task) -> String {
+        match &self.reduced {
+            None => format!("published {} files", task.key()),
+            Some(r) => r.data_note(task),
+        }
+    }
+}
+
+fn train(config: TrainConfig) -> Work {
+    Work::Train {
+        config: Box::new(config),
+        strides: Vec::new(),
+    }
+}
+
+/// The whole plan of a profile.
+pub fn plan(profile: Profile, data: &DataPaths) -> Result<Plan> {
+    let ctx = Ctx {
+        profile,
+        reduced: Reduced::of(profile),
+        data,
+    };
+    let mut p = Plan::default();
+    table1(&ctx, &mut p)?;
+    table2(&ctx, &mut p)?;
+    table8(&ctx, &mut p)?;
+    table3(&ctx, &mut p)?;
+    table4(&ctx, &mut p)?;
+    table5(&ctx, &mut p)?;
+    table6(&ctx, &mut p)?;
+    table7(&ctx, &mut p)?;
+    Ok(p)
+}
+
+/// Table 1: every model on every benchmark it can take.
+fn table1(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for model in MODELS {
+        let paper_row = paper::table1(model);
+        for task in Task::ALL {
+            let col = task.column();
+            // Geo-FNO on the regular grids is FNO (the paper's own note).
+            let owner = match (model, task) {
+                ("geofno", Task::Darcy | Task::Ns2d) => "fno",
+                _ => model,
+            };
+            // Geo-FNO's Elasticity model (`elas_geofno.py`) takes the mesh coordinates alone
+            // (the geometry is its input); the stand-in's input is a field at the points, which
+            // it has no channel for.
+            let stand_in_only_coordinates =
+                ctx.reduced.is_some() && model == "geofno" && task == Task::Elasticity;
+            let in_table = paper_row[col].is_some() || model == "transolver";
+            let source = match ctx.experiment(owner, task)? {
+                Some(cfg) if in_table && !stand_in_only_coordinates => {
+                    let id = format!("{}/{owner}", task.key());
+                    p.add(&id, owner, train(cfg), ctx.data_note(task));
+                    Source::TestError(id)
+                }
+                _ => Source::Unsupported,
+            };
+            let column = paper::TABLE1_COLUMNS[col];
+            p.cell(1, model_label(model), column, model, paper_row[col], source);
+        }
+    }
+    Ok(())
+}
+
+/// The timed step of Tables 2 and 8: one per model at Darcy's shapes, batch 8; FNO, LSM and ONO
+/// with 4 layers, ONO with k = 16, width 128 and the linear transformer block. Returns its id.
+fn runtime_experiment(ctx: &Ctx, p: &mut Plan, model: &str) -> Result<String> {
+    let owner = if model == "geofno" { "fno" } else { model };
+    let (shapes, steps) = match &ctx.reduced {
+        None => ("darcy", 5),
+        Some(r) => ("super_resolution", r.timed_steps),
+    };
+    let mut section = match owner {
+        "ono" => ModelSection::preset("ono", "super_resolution"),
+        "fno" => ModelSection::preset("fno2d", "darcy"),
+        "gnot" => ModelSection::preset("gnot", "gnot_e3"),
+        m => ModelSection::preset(m, "darcy"),
+    };
+    section.edit(|m| match m {
+        ModelConfig::Ono(c) => {
+            c.n_layers = 4;
+            c.n_hidden = 128;
+            c.psi_dim = 16;
+            c.nn_block = NnBlock::LinearTransformer;
+        }
+        ModelConfig::Ffno(c) => c.n_layers = 4,
+        ModelConfig::Galerkin(c) => {
+            let side = if shapes == "darcy" { 85 } else { 43 };
+            c.scaler_grids = Some(galerkin_grids(side));
+        }
+        _ => {}
+    })?;
+    let id = format!("runtime/{owner}");
+    let measure = Measure {
+        model: section,
+        shapes: shapes.to_string(),
+        batch: 8,
+        steps,
+    };
+    let note = format!("random data at the shapes of ONO's `{shapes}` preset, batch 8");
+    p.add(&id, owner, Work::Measure(measure), note);
+    Ok(id)
+}
+
+/// Table 2: time per training step.
+fn table2(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for model in MODELS {
+        let id = runtime_experiment(ctx, p, model)?;
+        p.cell(
+            2,
+            model_label(model),
+            "s / step",
+            model,
+            None,
+            Source::StepTime(id),
+        );
+    }
+    Ok(())
+}
+
+/// Table 8: parameters and peak memory of Table 2's steps.
+fn table8(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for model in MODELS {
+        let id = runtime_experiment(ctx, p, model)?;
+        let label = model_label(model);
+        p.cell(
+            8,
+            label,
+            "parameters",
+            model,
+            None,
+            Source::Params(id.clone()),
+        );
+        p.cell(
+            8,
+            label,
+            "peak memory (MB)",
+            model,
+            None,
+            Source::PeakMemory(id),
+        );
+    }
+    Ok(())
+}
+
+/// Table 3: trained at 43 × 43, tested at finer grids of the same test samples.
+fn table3(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for model in ["fno", "ono"] {
+        let mut cfg = base(model, Task::Darcy)?.expect("FNO and ONO run Darcy");
+        cfg.data.r = Some(SUPERRES_TRAIN_STRIDE);
+        if model == "ono" {
+            // ONO2's super-resolution script: its own preset at batch 8, 200 test samples, no
+            // derivative term.
+            cfg.model = ModelSection::preset("ono", "super_resolution");
+            cfg.batch_size = 8;
+            cfg.data.ntest = Some(200);
+            cfg.loss.derivative_alpha = Some(0.0);
+        }
+        let mut cfg = ctx.profiled(cfg, Task::Darcy)?;
+        let note = match &ctx.reduced {
+            None => "published Darcy files, trained at r = 10 (43²)".to_string(),
+            Some(r) => {
+                cfg.data.r = Some(SUPERRES_TRAIN_STRIDE);
+                cfg.data.ntest = Some(r.superres_test);
+                format!(
+                    "generated Darcy (`ono data gen darcy`, 421², r = 10 → 43²), {} train / {} test, {} epochs",
+                    r.darcy.0, r.superres_test, r.darcy.2
+                )
+            }
+        };
+        let id = format!("superres/{model}");
+        let work = Work::Train {
+            config: Box::new(cfg),
+            strides: SUPERRES_STRIDES.to_vec(),
+        };
+        p.add(&id, model, work, note);
+        let label = model_label(model);
+        p.cell(
+            3,
+            label,
+            "s=43 (trained)",
+            model,
+            None,
+            Source::TestError(id.clone()),
+        );
+        for (i, stride) in SUPERRES_STRIDES.iter().enumerate() {
+            let (side, fno, ono) = paper::TABLE3[i];
+            let paper = if model == "fno" { fno } else { ono };
+            let column = format!("s={side}");
+            p.cell(
+                3,
+                label,
+                &column,
+                model,
+                Some(paper),
+                Source::AtStride(id.clone(), *stride),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Table 4: NS2d, trained on the first 8 predicted steps, rolled out 10.
+fn table4(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for model in ["fno", "ono"] {
+        let mut cfg = base(model, Task::Ns2d)?.expect("FNO and ONO run NS2d");
+        if model == "ono" {
+            cfg.model = ModelSection::preset("ono", "time_extrapolation");
+        }
+        cfg.data.train_steps = Some(SEEN_STEPS);
+        let cfg = ctx.profiled(cfg, Task::Ns2d)?;
+        let id = format!("ns2d-time/{model}");
+        p.add(&id, model, train(cfg), ctx.data_note(Task::Ns2d));
+        let (seen, unseen) = if model == "fno" {
+            paper::TABLE4_FNO
+        } else {
+            paper::TABLE4_ONO
+        };
+        let label = model_label(model);
+        p.cell(
+            4,
+            label,
+            "Seen",
+            model,
+            Some(seen),
+            Source::Seen(id.clone()),
+        );
+        p.cell(4, label, "Unseen", model, Some(unseen), Source::Unseen(id));
+    }
+    Ok(())
+}
+
+/// The benchmarks of Tables 5 and 6.
+const ABLATION_TASKS: [Task; 3] = [Task::Airfoil, Task::Elasticity, Task::Pipe];
+
+/// An ablation of Table 1's ONO run on `task`: the run itself where the change is none (the
+/// presets already use Nyström and the orthonormalization), else a run of its own named by the
+/// changed value.
+fn ablation<T: PartialEq + Serialize>(
+    ctx: &Ctx,
+    p: &mut Plan,
+    task: Task,
+    value: T,
+    field: fn(&mut ono_models::OnoConfig) -> &mut T,
+) -> Result<String> {
+    let mut cfg = ctx
+        .experiment("ono", task)?
+        .expect("ONO runs every benchmark");
+    let ModelConfig::Ono(mut ono) = cfg.model.config()? else {
+        unreachable!("ONO's bases are ONO")
+    };
+    let id = if *field(&mut ono) == value {
+        format!("{}/ono", task.key())
+    } else {
+        let name = serde_name(&value)?.replace('_', "-");
+        cfg.model.edit(|m| {
+            if let ModelConfig::Ono(c) = m {
+                *field(c) = value;
+            }
+        })?;
+        format!("{}/ono-{name}", task.key())
+    };
+    p.add(&id, "ono", train(cfg), ctx.data_note(task));
+    Ok(id)
+}
+
+/// A value's name in experiment files (`linear_transformer`).
+fn serde_name<T: Serialize>(value: &T) -> Result<String> {
+    match toml::Value::try_from(value)? {
+        toml::Value::String(s) => Ok(s),
+        other => anyhow::bail!("`{other}` is not a name"),
+    }
+}
+
+/// Table 5: ONO with another NN block.
+fn table5(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for (row, block, paper_row) in paper::TABLE5 {
+        for (i, task) in ABLATION_TASKS.into_iter().enumerate() {
+            let id = ablation(ctx, p, task, block, |c| &mut c.nn_block)?;
+            let column = paper::ABLATION_COLUMNS[i];
+            p.cell(
+                5,
+                row,
+                column,
+                "ono",
+                Some(paper_row[i]),
+                Source::TestError(id),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Table 6: ONO with another normalization of ψ.
+fn table6(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for (row, o, paper_row) in paper::TABLE6 {
+        for (i, task) in ABLATION_TASKS.into_iter().enumerate() {
+            let id = ablation::<Orthogonalization>(ctx, p, task, o, |c| &mut c.orthogonalization)?;
+            let column = paper::ABLATION_COLUMNS[i];
+            p.cell(
+                6,
+                row,
+                column,
+                "ono",
+                paper_row.map(|r| r[i]),
+                Source::TestError(id),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Table 7: ONO-8 (the presets) against ONO-30 (30 layers at the same width).
+fn table7(ctx: &Ctx, p: &mut Plan) -> Result<()> {
+    for (row, layers, paper_row) in paper::TABLE7 {
+        for (i, task) in [Task::Elasticity, Task::Plasticity].into_iter().enumerate() {
+            let mut cfg = ctx
+                .experiment("ono", task)?
+                .expect("ONO runs every benchmark");
+            // The paper's ONO-8 is the presets' run (Table 1's); the reduced profiles' Table 1
+            // runs have fewer layers, so their ONO-8 is a run of its own.
+            let id = if layers == 8 && ctx.profile == Profile::Paper {
+                format!("{}/ono", task.key())
+            } else {
+                // 30 layers at the quick width would take most of the hour.
+                let narrow = ctx.reduced.is_some_and(|r| !r.tiny);
+                cfg.model.edit(|m| {
+                    if let ModelConfig::Ono(c) = m {
+                        c.n_layers = layers;
+                        if narrow {
+                            c.n_hidden = 32;
+                        }
+                    }
+                })?;
+                format!("{}/ono-{layers}", task.key())
+            };
+            p.add(&id, "ono", train(cfg), ctx.data_note(task));
+            let column = ["Elasticity", "Plasticity"][i];
+            p.cell(
+                7,
+                row,
+                column,
+                "ono",
+                Some(paper_row[i]),
+                Source::TestError(id),
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,185 @@
+use std::path::PathBuf;
+
+use super::*;
+
+fn paths() -> DataPaths {
+    DataPaths {
+        published: PathBuf::from("/data"),
+        generated: PathBuf::from("/out/data"),
+    }
+}
+
+const PROFILES: [Profile; 3] = [Profile::Paper, Profile::Quick, Profile::Smoke];
+
+/// Every experiment of every profile is a valid experiment, its file text reads back as the
+/// same experiment, every cell reads an experiment of the plan, and the plan has the paper's
+/// shape.
+#[test]
+fn every_profile_plans_valid_experiments() {
+    for profile in PROFILES {
+        let p = plan(profile, &paths()).unwrap();
+        for e in &p.experiments {
+            match &e.work {
+                Work::Train { config, .. } => {
+                    config
+                        .validate()
+                        .unwrap_or_else(|err| panic!("{}: {}: {err}", profile.name(), e.id));
+                    let text = toml::to_string(config.as_ref()).unwrap();
+                    let back = ono_train::config::TrainConfig::from_toml(&text).unwrap();
+                    assert_eq!(&back, config.as_ref(), "{}: {}", profile.name(), e.id);
+                }
+                Work::Measure(m) => {
+                    let c = m
+                        .model
+                        .config()
+                        .unwrap_or_else(|err| panic!("{}: {err}", e.id));
+                    c.validate().unwrap_or_else(|err| panic!("{}: {err}", e.id));
+                }
+            }
+        }
+        for c in &p.cells {
+            if let Some(id) = c.source.experiment() {
+                assert!(p.experiments.iter().any(|e| e.id == id), "{id}");
+            }
+        }
+        let count = |t: usize| p.cells.iter().filter(|c| c.table == t).count();
+        // 9 rows × 6 benchmarks; 9 models × 1 (Table 2), × 2 (Table 8); 2 × 6; 2 × 2;
+        // 3 × 3; 4 × 3; 2 × 2.
+        assert_eq!(
+            (1..=8).map(count).collect::<Vec<_>>(),
+            [54, 9, 12, 4, 9, 12, 4, 18]
+        );
+        // The paper's "–" cells are the paper's.
+        let dash = p
+            .cells
+            .iter()
+            .filter(|c| c.table == 1 && c.source == Source::Unsupported)
+            .count();
+        let geofno = usize::from(profile != Profile::Paper);
+        assert_eq!(
+            dash,
+            4 + 4 + 2 + geofno,
+            "FNO and Galerkin: 4 each, GNOT: 2"
+        );
+    }
+}
+
+/// Every committed base is read by the paper plan, and `experiments/paper` holds no file that
+/// is not a base.
+#[test]
+fn every_base_file_is_used() {
+    let p = plan(Profile::Paper, &paths()).unwrap();
+    for b in BASES {
+        let id = format!("{}/{}", b.task.key(), b.model);
+        assert!(
+            p.experiments.iter().any(|e| e.id == id),
+            "experiments/{} is not used by the paper plan",
+            b.file
+        );
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    for task in Task::ALL {
+        let dir = root.join("paper").join(task.key());
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            let file = format!("paper/{}/{name}", task.key());
+            assert!(
+                BASES.iter().any(|b| b.file == file),
+                "experiments/{file} is not a base of the plan"
+            );
+        }
+    }
+}
+
+#[test]
+fn selection_by_table_and_model() {
+    let quick = || plan(Profile::Quick, &paths()).unwrap();
+    let p = select(quick(), &["table3".into()], &["fno".into(), "ono".into()]).unwrap();
+    let ids: Vec<&str> = p.experiments.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["superres/fno", "superres/ono"]);
+    assert!(select(quick(), &["table0".into()], &[]).is_err());
+    assert!(select(quick(), &[], &["deeponet".into()]).is_err());
+    // Geo-FNO's regular-grid cells are FNO's runs.
+    let p = select(
+        plan(Profile::Paper, &paths()).unwrap(),
+        &["table1".into()],
+        &["geofno".into()],
+    )
+    .unwrap();
+    assert!(p.experiments.iter().any(|e| e.id == "darcy/fno"));
+    assert!(!p.experiments.iter().any(|e| e.id == "darcy/geofno"));
+}
+
+/// A cell as the snapshot records it.
+#[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct CellRecord {
+    table: usize,
+    row: String,
+    column: String,
+    model: String,
+    paper: Option<f64>,
+    source: String,
+}
+
+/// A plan as the snapshot records it: each experiment as its settings and resolved model.
+#[derive(Debug, serde::Deserialize)]
+struct PlanRecord {
+    experiments: Vec<serde_json::Value>,
+    cells: Vec<CellRecord>,
+}
+
+/// The plans are those of the string-built planner this one replaced (commit c77bf0e): every
+/// experiment with the same settings and the same resolved model, every cell the same. The
+/// snapshot (`tests/data/plan_before/<profile>.json`) was written by that planner.
+#[test]
+fn plans_are_those_of_the_previous_planner() {
+    use serde_json::json;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/plan_before");
+    for profile in PROFILES {
+        let name = profile.name();
+        let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
+        let mut before: PlanRecord = serde_json::from_str(&text).unwrap();
+        let p = plan(profile, &paths()).unwrap();
+        let experiments: Vec<serde_json::Value> = p
+            .experiments
+            .iter()
+            .map(|e| {
+                let work = match &e.work {
+                    Work::Train { config, strides } => {
+                        // The snapshot holds the model resolved, not how it was written.
+                        let model = config.model.config().unwrap();
+                        let mut cfg = serde_json::to_value(config.as_ref()).unwrap();
+                        cfg.as_object_mut().unwrap().remove("model");
+                        json!({"train": cfg, "model": model, "strides": strides})
+                    }
+                    Work::Measure(m) => json!({
+                        "measure": {"shapes": m.shapes, "batch": m.batch, "steps": m.steps},
+                        "model": m.model.config().unwrap(),
+                    }),
+                };
+                json!({"id": e.id, "model": e.model, "data_note": e.data_note, "work": work})
+            })
+            .collect();
+        assert_eq!(experiments.len(), before.experiments.len(), "{name}");
+        for (now, was) in experiments.iter().zip(&before.experiments) {
+            assert_eq!(now, was, "{name}");
+        }
+        // Tables 2 and 8 are stated one after the other now, where the old planner interleaved
+        // their cells: the order within a table is what the report shows.
+        let mut cells: Vec<CellRecord> = p
+            .cells
+            .iter()
+            .map(|c| CellRecord {
+                table: c.table,
+                row: c.row.clone(),
+                column: c.column.clone(),
+                model: c.model.clone(),
+                paper: c.paper,
+                source: format!("{:?}", c.source),
+            })
+            .collect();
+        cells.sort_by_key(|c| c.table);
+        before.cells.sort_by_key(|c| c.table);
+        assert_eq!(cells, before.cells, "{name}");
+    }
+}
