@@ -5,11 +5,13 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{ok, ono, temp_dir};
+use serde::Deserialize;
 
 fn reproduce(out: &Path) -> std::process::Command {
     let mut c = ono();
@@ -19,19 +21,48 @@ fn reproduce(out: &Path) -> std::process::Command {
     c
 }
 
-fn summary(out: &Path) -> serde_json::Value {
+/// What the tests read of `summary.json`.
+#[derive(Debug, Deserialize)]
+struct Summary {
+    cells: Vec<CellOut>,
+    experiments: Vec<Outcome>,
+}
+
+#[derive(Debug, Deserialize)]
+struct CellOut {
+    table: usize,
+    ours: Shown,
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
+enum Shown {
+    Value(f64),
+    Unsupported,
+    Missing(String),
+}
+
+#[derive(Debug, Deserialize)]
+struct Outcome {
+    id: String,
+    status: String,
+    test_rel_l2: Option<f64>,
+    mean_field: Option<f64>,
+    at_stride: BTreeMap<String, f64>,
+    grid_at_stride: BTreeMap<String, i64>,
+}
+
+fn summary(out: &Path) -> Summary {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
 
 /// The cells' values, in order.
-fn values(s: &serde_json::Value) -> Vec<f64> {
-    s["cells"]
-        .as_array()
-        .unwrap()
+fn values(s: &Summary) -> Vec<f64> {
+    s.cells
         .iter()
-        .map(|c| {
-            assert_eq!(c["ours"]["kind"], "value", "{c}");
-            c["ours"]["value"].as_f64().unwrap()
+        .map(|c| match c.ours {
+            Shown::Value(v) => v,
+            ref other => panic!("{other:?}"),
         })
         .collect()
 }
@@ -61,26 +92,20 @@ fn smoke_table3_runs_skips_and_resumes() {
     let a = dir.join("a");
     ok(&reproduce(&a).output().unwrap());
     let s = summary(&a);
-    let cells = s["cells"].as_array().unwrap();
     // 2 models × (the training resolution + 5 test resolutions), nothing else.
-    assert_eq!(cells.len(), 12, "{s}");
-    assert!(cells.iter().all(|c| c["table"] == 3));
+    assert_eq!(s.cells.len(), 12, "{s:?}");
+    assert!(s.cells.iter().all(|c| c.table == 3));
     let v = values(&s);
     assert!(v.iter().all(|x| x.is_finite() && *x > 0.0), "{v:?}");
     for id in ["superres/fno", "superres/ono"] {
-        let e = s["experiments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["id"] == id)
-            .unwrap();
-        assert_eq!(e["status"], "done");
+        let e = s.experiments.iter().find(|e| e.id == id).unwrap();
+        assert_eq!(e.status, "done");
         let grids: Vec<i64> = ["7", "5", "3", "2", "1"]
             .iter()
-            .map(|r| e["grid_at_stride"][r].as_i64().unwrap())
+            .map(|r| e.grid_at_stride[*r])
             .collect();
         assert_eq!(grids, [61, 85, 141, 211, 421]);
-        assert!(e["mean_field"].as_f64().unwrap() > 0.0);
+        assert!(e.mean_field.unwrap() > 0.0);
         // The experiment file in the run folder is one `ono train` takes.
         let file = a.join(id).join("experiment.toml");
         ok(&ono()
@@ -126,5 +151,89 @@ fn smoke_table3_runs_skips_and_resumes() {
     let err = ok(&reproduce(&b).output().unwrap());
     assert!(!err.contains("changed since its last run"), "{err}");
     assert_eq!(values(&summary(&b)), v);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Copies the run folder `tests/data/run_c77bf0e` (written by `ono reproduce --profile smoke
+/// --only table3 --models fno` at commit c77bf0e, before the plan was typed; its absolute paths
+/// written as `@OUT@`) into `out`, leaving out `skip`.
+fn old_run_folder(out: &Path, skip: &[&str]) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/run_c77bf0e/superres/fno");
+    let dst = out.join("superres/fno");
+    std::fs::create_dir_all(dst.join("checkpoints")).unwrap();
+    let at = out.display().to_string();
+    for f in [
+        "result.json",
+        "experiment.toml",
+        "checkpoints/last.json",
+        "checkpoints/last.safetensors",
+    ] {
+        if skip.contains(&f) {
+            continue;
+        }
+        let bytes = std::fs::read(src.join(f)).unwrap();
+        let bytes = if f.ends_with(".safetensors") {
+            // The training state sits in the header, whose length leads the file.
+            let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+            let header = std::str::from_utf8(&bytes[8..8 + n])
+                .unwrap()
+                .replace("@OUT@", &at);
+            let mut b = (header.len() as u64).to_le_bytes().to_vec();
+            b.extend_from_slice(header.as_bytes());
+            b.extend_from_slice(&bytes[8 + n..]);
+            b
+        } else {
+            String::from_utf8(bytes)
+                .unwrap()
+                .replace("@OUT@", &at)
+                .into_bytes()
+        };
+        std::fs::write(dst.join(f), bytes).unwrap();
+    }
+}
+
+/// The numbers of the earlier run (its result.json).
+fn old_result() -> Outcome {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/run_c77bf0e");
+    let text = std::fs::read_to_string(src.join("superres/fno/result.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A quick-profile run folder of an earlier version still works: its finished experiment is
+/// skipped with its numbers, and an experiment with a checkpoint but no result resumes from the
+/// checkpoint (its last epoch is done: nothing is trained again) instead of starting over.
+#[test]
+fn run_folders_of_the_string_built_planner_are_skipped_or_resumed() {
+    let dir = temp_dir("reproduce-old");
+    let old = old_result();
+    let expected: Vec<f64> = std::iter::once(old.test_rel_l2.unwrap())
+        .chain(["7", "5", "3", "2", "1"].iter().map(|r| old.at_stride[*r]))
+        .collect();
+    let call = |out: &Path| {
+        let mut c = ono();
+        c.args(["reproduce", "--profile", "smoke", "--only", "table3"])
+            .args(["--models", "fno", "--threads", "1", "--out"])
+            .arg(out);
+        ok(&c.output().unwrap())
+    };
+
+    let done = dir.join("done");
+    old_run_folder(&done, &[]);
+    let err = call(&done);
+    assert!(err.contains("superres/fno: done before"), "{err}");
+    assert_eq!(values(&summary(&done)), expected);
+
+    let interrupted = dir.join("interrupted");
+    old_run_folder(&interrupted, &["result.json"]);
+    let err = call(&interrupted);
+    assert!(!err.contains("starting it again"), "{err}");
+    assert!(!err.contains("epoch 1/2"), "trained again: {err}");
+    let now = values(&summary(&interrupted));
+    for (a, b) in now.iter().zip(&expected) {
+        assert!(
+            (a - b).abs() <= 1e-5 * b.abs(),
+            "{now:?} against {expected:?}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
