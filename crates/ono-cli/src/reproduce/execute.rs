@@ -323,6 +323,7 @@ fn train(config: &Table, strides: &[usize], dir: &Path, ctx: &RunContext) -> Res
     }
     let resume = dir.join("checkpoints").join("last.safetensors").is_file();
     let mut trainer = Trainer::new(cfg.clone(), resume)?;
+    trainer.set_observer(crate::figures::RunFigures);
     let total = trainer.steps_per_epoch() * cfg.epochs;
     let progress = if ctx.quiet {
         Progress::Quiet
