@@ -4,6 +4,7 @@ mod bench;
 mod check;
 mod data;
 mod eval;
+mod figures;
 mod info;
 mod predict;
 mod reproduce;

@@ -1,4 +1,4 @@
-//! `ono train`: a run from an experiment file.
+//! `ono train`: a run from an experiment file, with its figures ([`RunFigures`]).
 
 use std::path::PathBuf;
 
@@ -7,10 +7,13 @@ use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::Trainer;
 
+use crate::figures::RunFigures;
+
 /// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line.
 pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
     let cfg = TrainConfig::from_file(&config)?;
     let mut trainer = Trainer::new(cfg, resume)?;
+    trainer.set_observer(RunFigures);
     let total = trainer.steps_per_epoch() * trainer.config().epochs;
     let progress = if quiet {
         Progress::Quiet

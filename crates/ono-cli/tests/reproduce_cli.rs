@@ -106,6 +106,9 @@ fn smoke_table3_runs_skips_and_resumes() {
             .collect();
         assert_eq!(grids, [61, 85, 141, 211, 421]);
         assert!(e.mean_field.unwrap() > 0.0);
+        for png in ["curves.png", "panels.png"] {
+            assert!(a.join(id).join(png).is_file(), "{id}: no {png}");
+        }
         // The experiment file in the run folder is one `ono train` takes.
         let file = a.join(id).join("experiment.toml");
         ok(&ono()

@@ -301,6 +301,13 @@ fn bad_configs_missing_data_and_nan_give_clear_errors() {
     assert!(!ok && err.contains("--resume"), "{err}");
 }
 
+/// Width and height from the header of a PNG file.
+fn png_size(bytes: &[u8]) -> (u32, u32) {
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && &bytes[12..16] == b"IHDR");
+    let be = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
 #[test]
 fn ono_learns_darcy_and_writes_curves_panels_eval_and_predict() {
     let dir = temp_dir("darcy");
@@ -390,9 +397,15 @@ lr = 0.005
         final_err < 0.6 * first,
         "final {final_err} vs first epoch {first}"
     );
-    for png in ["run/curves.png", "run/panels.png"] {
+    // The figures of the last epoch: the curves, and `log.panels` (3 by default) test samples of
+    // the 17 × 17 grid.
+    let panels = ono_plot::field_panels_size(17, 17, 3).unwrap();
+    for (png, size) in [
+        ("run/curves.png", ono_plot::CURVES_SIZE),
+        ("run/panels.png", panels),
+    ] {
         let bytes = std::fs::read(dir.join(png)).unwrap();
-        assert!(bytes.starts_with(b"\x89PNG"), "{png}");
+        assert_eq!(png_size(&bytes), size, "{png}");
     }
     assert!(dir.join("run/checkpoints/best.safetensors").exists());
 

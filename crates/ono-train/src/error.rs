@@ -72,13 +72,14 @@ pub enum Error {
         /// What failed (`Error::Nn`, `Error::File`).
         source: Box<Error>,
     },
-    /// Drawing a figure failed.
-    #[error("plot {path}: {msg}")]
-    Plot {
-        /// The PNG being written.
-        path: PathBuf,
-        /// What went wrong.
-        msg: String,
+    /// The run's [`EpochObserver`](crate::EpochObserver) failed after an epoch (in the `ono`
+    /// binary: drawing or writing a figure); that epoch's checkpoint is kept.
+    #[error("after epoch {epoch}: {source}")]
+    Observer {
+        /// The epoch just finished (0-based).
+        epoch: u64,
+        /// What the observer reported.
+        source: crate::observer::ObserverError,
     },
     /// A file-system error, with the path it happened on.
     #[error("{path}: {source}")]

@@ -5,8 +5,9 @@
 //! the reference's settings for it), `trainer.rs` (setup and the epoch loop), `regime.rs` (how
 //! samples are fed: steady, autoregressive, per time step — the one place a regime is dispatched
 //! on), `step.rs` (one optimizer step), `decoder.rs` (a model with its output normalizer), `evaluate.rs`, `checkpoint.rs`, `run_layout.rs` (the files
-//! of a run), `figures.rs`, `predictor.rs` (a trained model ready to predict), `bench_step.rs`,
-//! `scaler.rs` (float16's dynamic loss scaling).
+//! of a run), `observer.rs` (what a run hands out after every epoch: the data of its figures, which
+//! the `ono` binary draws with ono-plot; this crate draws nothing), `predictor.rs` (a trained model
+//! ready to predict), `bench_step.rs`, `scaler.rs` (float16's dynamic loss scaling).
 
 pub mod adamw;
 pub mod bench_step;
@@ -17,10 +18,9 @@ pub mod data_source;
 pub mod decoder;
 mod error;
 pub mod evaluate;
-mod figures;
 pub mod loss;
+pub mod observer;
 pub mod one_cycle;
-pub mod plots;
 pub mod predictor;
 pub mod progress;
 pub mod recipe;
@@ -31,6 +31,7 @@ mod step;
 pub mod trainer;
 
 pub use error::{Error, Result};
+pub use observer::{EpochObserver, EpochView};
 /// The `precision` of an experiment (`ono_nn::precision`).
 pub use ono_nn::Precision;
 pub use predictor::Predictor;

@@ -6,14 +6,15 @@ use crate::checkpoint::EpochRecord;
 use crate::{Error, Result};
 
 /// Files of a run inside `output_dir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunPaths {
     /// `checkpoints/`.
     pub checkpoints: PathBuf,
     /// `metrics.jsonl`.
     pub metrics: PathBuf,
-    /// `curves.png`.
+    /// `curves.png`, drawn by an [`EpochObserver`](crate::EpochObserver) (the `ono` binary's).
     pub curves: PathBuf,
-    /// `panels.png`.
+    /// `panels.png`, likewise.
     pub panels: PathBuf,
 }
 

@@ -33,6 +33,7 @@ use crate::config::{BatchOrder, LossKind, ReductionName, ScheduleKind, TrainConf
 use crate::data_source::resolve_data;
 use crate::evaluate::{evaluate, normalized, InputNormalizers};
 use crate::loss::{self, RolloutErrors};
+use crate::observer::EpochObserver;
 use crate::one_cycle::OneCycle;
 use crate::progress::Progress;
 use crate::regime::Regime;
@@ -105,6 +106,8 @@ pub struct Trainer {
     /// A step ran since the last check.
     unchecked: bool,
     reads: HostReads,
+    /// Told after every epoch ([`Trainer::set_observer`]).
+    pub(crate) observer: Option<Box<dyn EpochObserver>>,
 }
 
 impl Trainer {
@@ -373,6 +376,7 @@ impl Trainer {
             health: health::Monitor::new(),
             unchecked: false,
             reads: HostReads::default(),
+            observer: None,
         })
     }
 
@@ -410,6 +414,14 @@ impl Trainer {
     /// Where the run writes.
     pub fn paths(&self) -> &RunPaths {
         &self.paths
+    }
+
+    /// Has `observer` told after every epoch, once the epoch's checkpoint and `metrics.jsonl`
+    /// are written (replacing an earlier one). Without an observer a run writes no figures:
+    /// `curves.png` and `panels.png` are drawn by the `ono` binary's observer (ono-plot), which
+    /// keeps plotting and its font out of this crate.
+    pub fn set_observer(&mut self, observer: impl EpochObserver + 'static) {
+        self.observer = Some(Box::new(observer));
     }
 
     /// The host reads of the run so far, inside the steps and at the checks.
@@ -541,7 +553,7 @@ impl Trainer {
                 self.save("best")?;
             }
             self.paths.write_metrics(&self.state.history)?;
-            self.write_figures()?;
+            self.notify_observer(epoch)?;
         }
         progress.finish();
         let last_checkpoint = self.paths.last_checkpoint();

@@ -1,7 +1,11 @@
 //! ONO trains one epoch end to end on every miniature benchmark, through its loader and the
-//! benchmark's reference recipe (regime, normalizers, derivative loss).
+//! benchmark's reference recipe (regime, normalizers, derivative loss), handing the test fields
+//! of the 2-D grids to an observer.
+
+mod common;
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
@@ -63,6 +67,8 @@ panels = 1
         );
         let cfg = TrainConfig::from_toml(&text).unwrap();
         let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{}: {e}", b.name()));
+        let check = common::FieldsCheck::default();
+        tr.set_observer(check.clone());
         let s = tr
             .run(&Progress::Quiet)
             .unwrap_or_else(|e| panic!("{}: {e}", b.name()));
@@ -70,5 +76,8 @@ panels = 1
         let err = s.final_test.unwrap();
         assert!(err.is_finite() && err > 0.0, "{}: {err}", b.name());
         assert!(dir.join("run/metrics.jsonl").exists());
+        if b == Benchmark::Darcy {
+            assert_eq!(check.with_fields.load(Ordering::Relaxed), 1);
+        }
     }
 }

@@ -391,6 +391,7 @@ fn train(config: &TrainConfig, strides: &[usize], dir: &Path, ctx: &RunContext) 
     }
     let resume = dir.join("checkpoints").join("last.safetensors").is_file();
     let mut trainer = Trainer::new(cfg.clone(), resume)?;
+    trainer.set_observer(crate::figures::RunFigures);
     let total = trainer.steps_per_epoch() * cfg.epochs;
     let progress = if ctx.quiet {
         Progress::Quiet

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
-use ono_train::plots::{grouped_bars, line_chart, ChartSeries};
+use ono_plot::{grouped_bars, line_chart, ChartSeries};
 use serde::Serialize;
 
 use super::execute::{self, write_json, Outcome, Status};

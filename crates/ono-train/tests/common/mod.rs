@@ -4,10 +4,13 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_data::dataset::{Split, TensorDataset};
 use ono_train::config::TrainConfig;
+use ono_train::observer::{EpochObserver, EpochView, ObserverError};
 use ono_train::progress::Progress;
 use ono_train::{Summary, Trainer};
 use tch::{Device, Kind, Tensor};
@@ -98,6 +101,7 @@ panels = 1
     );
     let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|err| panic!("{tag}: {err}"));
     let mut tr = Trainer::new(cfg, false).unwrap_or_else(|err| panic!("{tag}: {err}"));
+    tr.set_observer(FieldsCheck::default());
     let s = tr
         .run(&Progress::Quiet)
         .unwrap_or_else(|err| panic!("{tag}: {err}"));
@@ -107,6 +111,42 @@ panels = 1
     let err = s.final_test.unwrap();
     assert!(err.is_finite() && err > 0.0, "{tag}: {err}");
     (s, dir)
+}
+
+/// An observer that refuses fields of the wrong size or with a non-finite value (the run then
+/// fails with its message), and counts the epochs that came with fields.
+#[derive(Clone, Default)]
+pub struct FieldsCheck {
+    pub with_fields: Arc<AtomicUsize>,
+}
+
+impl EpochObserver for FieldsCheck {
+    fn epoch_finished(&mut self, e: &EpochView<'_>) -> Result<(), ObserverError> {
+        let Some(f) = e.fields else {
+            return Ok(());
+        };
+        let n = f.height * f.width;
+        if f.samples.is_empty() || n == 0 {
+            return Err(format!("empty fields: {} samples of {n} points", f.samples.len()).into());
+        }
+        for (i, s) in f.samples.iter().enumerate() {
+            for (name, v) in [
+                ("input", &s.input),
+                ("truth", &s.truth),
+                ("prediction", &s.prediction),
+            ] {
+                if v.len() != n || !v.iter().all(|x| x.is_finite()) {
+                    return Err(format!(
+                        "sample {i}: {name} has {} values (expected {n}) or a non-finite one",
+                        v.len()
+                    )
+                    .into());
+                }
+            }
+        }
+        self.with_fields.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 /// A data set file of the given train and test splits (no grid).
