@@ -2,15 +2,16 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 /// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line.
 pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
     let cfg = TrainConfig::from_file(&config)?;
-    let mut trainer = Trainer::new(cfg, resume)?;
+    let run = RunSpec::resolve(cfg).with_context(|| config.display().to_string())?;
+    let mut trainer = Trainer::new(run, resume)?;
     let total = trainer.steps_per_epoch() * trainer.config().epochs;
     let progress = if quiet {
         Progress::Quiet

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ono-epoch-{name}-{}", std::process::id()));
@@ -62,7 +62,9 @@ panels = 1
             ntest = m.ntest,
         );
         let cfg = TrainConfig::from_toml(&text).unwrap();
-        let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{}: {e}", b.name()));
+        let mut tr = RunSpec::resolve(cfg)
+            .and_then(|run| Trainer::new(run, false))
+            .unwrap_or_else(|e| panic!("{}: {e}", b.name()));
         let s = tr
             .run(&Progress::Quiet)
             .unwrap_or_else(|e| panic!("{}: {e}", b.name()));
