@@ -210,11 +210,18 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
     let (a, b) = (new.test_rel_l2, old.test_rel_l2);
     assert!((a - b).abs() <= 1e-6 * b, "{a} vs {b}");
 
-    let new = &predict_file(&last, &fixtures().join("legacy_checkpoint/input.safetensors"), &dir);
+    let new = &predict_file(
+        &last,
+        &fixtures().join("legacy_checkpoint/input.safetensors"),
+        &dir,
+    );
     let old = &Tensor::read_safetensors(fx.join("pred_old.safetensors")).unwrap()[0].1;
     let diff = (new - old).abs().max().double_value(&[]);
     let scale = old.abs().max().double_value(&[]);
-    assert!(diff <= 1e-6 * scale, "max difference {diff} against {scale}");
+    assert!(
+        diff <= 1e-6 * scale,
+        "max difference {diff} against {scale}"
+    );
 
     let text = std::fs::read_to_string(dir.join("experiment.toml")).unwrap();
     std::fs::write(
@@ -228,7 +235,10 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("differs") && err.contains("(seed)"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("differs") && err.contains("(seed)"),
+        "{err}"
+    );
 
     let out = ono()
         .current_dir(&dir)
@@ -237,7 +247,10 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
         .unwrap();
     ok(&out);
     let summary = json(&out);
-    assert_eq!((summary["resumed_at"].as_u64(), summary["steps"].as_u64()), (Some(5), Some(8)));
+    assert_eq!(
+        (summary["resumed_at"].as_u64(), summary["steps"].as_u64()),
+        (Some(5), Some(8))
+    );
     // The uninterrupted run of commit d099a84 ended here (fixtures/checkpoint_d099a84/README.md).
     let end = summary["final_test_rel_l2"].as_f64().unwrap();
     let want = 0.29068824648857117;

@@ -49,12 +49,7 @@ pub fn evaluate(
 /// A split with its inputs normalized (by `norms.x`, `norms.pos` and `norms.theta`; the targets
 /// stay raw), on `device` in `kind`, ready for [`evaluate`]. The padding rows of samples of
 /// different sizes stay zero (normalized per sample before padding, as GNOT's pipeline).
-pub fn normalized(
-    split: &Split,
-    norms: &Normalizers,
-    device: Device,
-    kind: Kind,
-) -> Result<Split> {
+pub fn normalized(split: &Split, norms: &Normalizers, device: Device, kind: Kind) -> Result<Split> {
     let on_device =
         |t: &tch::Tensor| -> Result<tch::Tensor> { Ok(t.f_to_device(device)?.f_to_kind(kind)?) };
     // (S, N, 1) in the model's kind: 1 on real rows.
@@ -294,9 +289,10 @@ mod tests {
     /// absent from the oldest), and an evaluation reads back as itself.
     #[test]
     fn evaluation_reads_earlier_lines_and_round_trips() {
-        let legacy: Evaluation =
-            serde_json::from_str(include_str!("../../../fixtures/legacy_checkpoint/eval_old.json"))
-                .unwrap();
+        let legacy: Evaluation = serde_json::from_str(include_str!(
+            "../../../fixtures/legacy_checkpoint/eval_old.json"
+        ))
+        .unwrap();
         assert_eq!(legacy.test_rel_l2, 0.30172547698020935);
         assert_eq!((legacy.samples, legacy.trained_steps), (4, 8));
         assert_eq!(legacy.grid, None);

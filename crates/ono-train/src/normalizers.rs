@@ -82,7 +82,10 @@ impl Normalizers {
 
     /// Rebuilds the normalizers saved by [`Normalizers::tensors`] (identity normalizers that
     /// older checkpoints did not save come back as identities).
-    pub fn from_tensors(kinds: NormalizerKinds, tensors: &BTreeMap<String, Tensor>) -> Result<Self> {
+    pub fn from_tensors(
+        kinds: NormalizerKinds,
+        tensors: &BTreeMap<String, Tensor>,
+    ) -> Result<Self> {
         let load = |k, prefix| Normalizer::from_tensors(k, prefix, tensors);
         Ok(Self {
             x: load(kinds.x, Self::X)?,
@@ -139,7 +142,11 @@ mod tests {
         let got = back.x.encode(&fx).unwrap();
         assert!(got.allclose(&want, 1e-12, 1e-12, false));
         let t = Tensor::ones([2, 2, 1], opts);
-        for (a, b) in [(&n.y, &back.y), (&n.pos, &back.pos), (&n.theta, &back.theta)] {
+        for (a, b) in [
+            (&n.y, &back.y),
+            (&n.pos, &back.pos),
+            (&n.theta, &back.theta),
+        ] {
             assert!(a.encode(&t).unwrap().equal(&b.encode(&t).unwrap()));
         }
 

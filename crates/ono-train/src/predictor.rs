@@ -150,4 +150,3 @@ impl Predictor {
         self.regime.ops().predict(d, &points, t_out)
     }
 }
-

@@ -49,13 +49,19 @@ fn legacy_checkpoint_loads_typed_and_evaluates_the_same() {
     let path = fixtures().join("legacy_checkpoint/ono_darcy_e42ceaf.safetensors");
     let ckpt = Checkpoint::load(&path).unwrap();
     let c = &ckpt.state.config;
-    assert_eq!(c.data.path.as_deref(), Some(Path::new("darcy9.safetensors")));
+    assert_eq!(
+        c.data.path.as_deref(),
+        Some(Path::new("darcy9.safetensors"))
+    );
     assert_eq!((c.seed, c.epochs, c.batch_size), (7, 2, 4));
     assert_eq!(c.loss.derivative_alpha, Some(0.1));
     assert_eq!(c.model.preset.as_deref(), Some("darcy"));
     assert_eq!(c.model.arch, "ono");
     // Before the recomputation modes the file said `false`; before mixed precision, nothing.
-    assert_eq!((c.recompute, c.precision), (Recompute::None, Precision::F32));
+    assert_eq!(
+        (c.recompute, c.precision),
+        (Recompute::None, Precision::F32)
+    );
     let n = ckpt.state.normalizers;
     assert_eq!(
         (n.x, n.y, n.pos, n.theta),

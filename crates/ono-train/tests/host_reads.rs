@@ -69,7 +69,8 @@ fn training_steps_read_nothing_and_each_logging_interval_reads_once() {
         ("recompute", "recompute = true"),
         ("selective", "recompute = \"selective\""),
     ] {
-        let mut tr = Trainer::new(RunSpec::resolve(config(&dir, out, extra)).unwrap(), false).unwrap();
+        let mut tr =
+            Trainer::new(RunSpec::resolve(config(&dir, out, extra)).unwrap(), false).unwrap();
         let s = tr.run(&Progress::Quiet).unwrap();
         assert_eq!(s.steps, 6);
         assert!(s.final_test.unwrap().is_finite());

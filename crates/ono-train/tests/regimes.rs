@@ -86,11 +86,11 @@ fn autoregressive_training_and_free_rollout() {
     let dir = temp_dir("ar");
     wave_dataset(&dir.join("wave.safetensors"), 12, 32, 3, 4);
     let mut tr = trainer(config(
-            &dir,
-            "wave.safetensors",
-            "tf",
-            "regime = \"autoregressive\"",
-        ))
+        &dir,
+        "wave.safetensors",
+        "tf",
+        "regime = \"autoregressive\"",
+    ))
     .unwrap();
     let s = tr.run(&Progress::Quiet).unwrap();
     assert_eq!(s.steps, 2 * 3);
@@ -132,11 +132,11 @@ fn autoregressive_training_and_free_rollout() {
 
     // Free-running training follows a different trajectory from teacher forcing.
     let mut free = trainer(config(
-            &dir,
-            "wave.safetensors",
-            "free",
-            "regime = \"autoregressive\"\nteacher_forcing = false",
-        ))
+        &dir,
+        "wave.safetensors",
+        "free",
+        "regime = \"autoregressive\"\nteacher_forcing = false",
+    ))
     .unwrap();
     free.run(&Progress::Quiet).unwrap();
     let a = tr.state().history[1].train_loss;
@@ -274,11 +274,11 @@ fn per_time_step_training_covers_every_step() {
     assert_eq!(last.test_per_step.len(), 5);
     // Training on the first 2 of the 5 steps: 2 AdamW steps per batch, 5 test steps.
     let mut short = trainer(config(
-            &dir,
-            "pla.safetensors",
-            "short",
-            "regime = \"per_time_step\"\nnormalize_x = \"unit\"\ntrain_steps = 2",
-        ))
+        &dir,
+        "pla.safetensors",
+        "short",
+        "regime = \"per_time_step\"\nnormalize_x = \"unit\"\ntrain_steps = 2",
+    ))
     .unwrap();
     short.run(&Progress::Quiet).unwrap();
     assert!(short
