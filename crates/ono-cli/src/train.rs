@@ -10,7 +10,7 @@ use ono_train::{RunSpec, Trainer};
 /// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line.
 pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
     let cfg = TrainConfig::from_file(&config)?;
-    let run = RunSpec::resolve(cfg).with_context(|| config.display().to_string())?;
+    let run = RunSpec::resolve(cfg).with_context(|| format!("in {}", config.display()))?;
     let mut trainer = Trainer::new(run, resume)?;
     let total = trainer.steps_per_epoch() * trainer.config().epochs;
     let progress = if quiet {
