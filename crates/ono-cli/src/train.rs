@@ -2,17 +2,18 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 use crate::figures::RunFigures;
 
 /// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line.
 pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
     let cfg = TrainConfig::from_file(&config)?;
-    let mut trainer = Trainer::new(cfg, resume)?;
+    let run = RunSpec::resolve(cfg).with_context(|| format!("in {}", config.display()))?;
+    let mut trainer = Trainer::new(run, resume)?;
     trainer.set_observer(RunFigures);
     let total = trainer.steps_per_epoch() * trainer.config().epochs;
     let progress = if quiet {

@@ -1,6 +1,7 @@
 //! The model registry through the `ono` binary: a second architecture (the pointwise MLP) trains,
 //! resumes after kill -9, evals and predicts like ONO; a checkpoint written before the registry
-//! existed still evals and predicts with the same output; `ono check-reference` passes every ONO
+//! existed, and a run folder of the release before the typed run state, still eval and predict
+//! with the same output (and the run folder resumes); `ono check-reference` passes every ONO
 //! fixture case and names what a perturbed weight breaks.
 
 mod common;
@@ -10,6 +11,7 @@ use std::process::Output;
 
 use ono_data::dataset::TensorDataset;
 use ono_train::checkpoint::Checkpoint;
+use ono_train::evaluate::Evaluation;
 use tch::Tensor;
 
 use common::{
@@ -164,6 +166,95 @@ fn a_checkpoint_from_before_the_registry_evals_and_predicts_the_same() {
         diff <= 1e-6 * scale,
         "max difference {diff} against {scale}"
     );
+}
+
+/// `fixtures/checkpoint_d099a84`: a run folder of commit d099a84, whose run state held the
+/// configuration as a JSON value, stopped at step 5 of 8. It evaluates on its own data and
+/// predicts as that commit did, refuses to resume a changed experiment naming what changed, and
+/// resumes its own to the error of the uninterrupted run.
+#[test]
+fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
+    let fx = fixtures().join("checkpoint_d099a84");
+    let dir = temp_dir("d099a84");
+    // The run folder as the run left it; the stored configuration names the data relative to it.
+    let ckpts = dir.join("run/checkpoints");
+    std::fs::create_dir_all(&ckpts).unwrap();
+    for (from, to) in [
+        (
+            fixtures().join("legacy_checkpoint/darcy9.safetensors"),
+            dir.join("darcy9.safetensors"),
+        ),
+        (fx.join("experiment.toml"), dir.join("experiment.toml")),
+        (fx.join("mid.safetensors"), ckpts.join("last.safetensors")),
+        (fx.join("mid.json"), ckpts.join("last.json")),
+    ] {
+        std::fs::copy(&from, &to).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    }
+    let last = ckpts.join("last.safetensors");
+
+    let out = ono()
+        .current_dir(&dir)
+        .args(["eval", "run/checkpoints/last.safetensors"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let new: Evaluation = serde_json::from_slice(&out.stdout).unwrap();
+    let old: Evaluation =
+        serde_json::from_str(&std::fs::read_to_string(fx.join("eval_old.json")).unwrap()).unwrap();
+    assert_eq!(
+        (&new.data, new.samples, &new.grid, new.trained_steps),
+        (&old.data, old.samples, &old.grid, old.trained_steps)
+    );
+    // Equal on the machine that made them; MKL's code paths may move float32 results in the
+    // last digits on another CPU.
+    let (a, b) = (new.test_rel_l2, old.test_rel_l2);
+    assert!((a - b).abs() <= 1e-6 * b, "{a} vs {b}");
+
+    let new = &predict_file(
+        &last,
+        &fixtures().join("legacy_checkpoint/input.safetensors"),
+        &dir,
+    );
+    let old = &Tensor::read_safetensors(fx.join("pred_old.safetensors")).unwrap()[0].1;
+    let diff = (new - old).abs().max().double_value(&[]);
+    let scale = old.abs().max().double_value(&[]);
+    assert!(
+        diff <= 1e-6 * scale,
+        "max difference {diff} against {scale}"
+    );
+
+    let text = std::fs::read_to_string(dir.join("experiment.toml")).unwrap();
+    std::fs::write(
+        dir.join("changed.toml"),
+        text.replace("seed = 7", "seed = 8"),
+    )
+    .unwrap();
+    let out = ono()
+        .current_dir(&dir)
+        .args(["train", "changed.toml", "--resume", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("differs") && err.contains("(seed)"),
+        "{err}"
+    );
+
+    let out = ono()
+        .current_dir(&dir)
+        .args(["train", "experiment.toml", "--resume", "--quiet"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let summary = json(&out);
+    assert_eq!(
+        (summary["resumed_at"].as_u64(), summary["steps"].as_u64()),
+        (Some(5), Some(8))
+    );
+    // The uninterrupted run of commit d099a84 ended here (fixtures/checkpoint_d099a84/README.md).
+    let end = summary["final_test_rel_l2"].as_f64().unwrap();
+    let want = 0.29068824648857117;
+    assert!((end - want).abs() <= 1e-6 * want, "{end} vs {want}");
 }
 
 fn check_reference(weights: &Path, json: &Path) -> Output {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use ono_kernels::{health, host};
 use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset, Recompute};
 use ono_nn::Precision;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::{AdamW, AdamWConfig};
@@ -29,7 +29,7 @@ pub fn preset_points(preset: Preset) -> (i64, Option<i64>) {
 }
 
 /// The optimisation a timed step performs, as the reference implementation being compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepRecipe {
     /// The ONO scripts: AdamW (weight decay 1e-5), clipping at 0.1, Darcy's derivative loss.
@@ -103,7 +103,7 @@ impl StepShapes {
 }
 
 /// One JSON line of `ono bench-step`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepReport {
     /// The architecture.
     pub arch: String,
@@ -123,8 +123,9 @@ pub struct StepReport {
     pub median_s: f64,
     /// Fastest step.
     pub min_s: f64,
-    /// Peak resident set size of the process in MB (VmHWM; CPU memory).
-    pub peak_rss_mb: f64,
+    /// Peak resident set size of the process in MB (VmHWM; CPU memory), where the system
+    /// reports it (Linux).
+    pub peak_rss_mb: Option<f64>,
     /// Trainable parameters.
     pub params: i64,
     /// Torch threads.
@@ -277,7 +278,7 @@ pub fn bench_step(
         steps,
         median_s: median(&times),
         min_s: times[0],
-        peak_rss_mb: peak_rss_mb().unwrap_or(f64::NAN),
+        peak_rss_mb: peak_rss_mb(),
         params: model.parameter_count(),
         threads: tch::get_num_threads(),
         recompute,
@@ -308,5 +309,35 @@ fn median(sorted: &[f64]) -> f64 {
         sorted[n / 2]
     } else {
         0.5 * (sorted[n / 2 - 1] + sorted[n / 2])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line of `ono bench-step` as the release before the typed report printed it reads as a
+    /// report; a report without a peak (no `/proc`) and with `none` (written `false`) reads back
+    /// as itself.
+    #[test]
+    fn step_report_reads_earlier_lines_and_round_trips() {
+        let line = r#"{"arch":"ono","preset":"elasticity","recipe":"ono","shapes":"elasticity","batch":1,"points":972,"steps":1,"median_s":4.623236449,"min_s":4.623236449,"peak_rss_mb":415.69140625,"params":947,"threads":2,"recompute":"selective","precision":"f32","device":"Cpu","host_reads":0}"#;
+        let r: StepReport = serde_json::from_str(line).unwrap();
+        assert_eq!(r.median_s, 4.623236449);
+        assert_eq!(r.peak_rss_mb, Some(415.69140625));
+        assert_eq!((r.params, r.points), (947, 972));
+        assert_eq!(r.recompute, Recompute::Selective);
+        assert_eq!(r.recipe, StepRecipe::Ono);
+        assert_eq!(serde_json::to_string(&r).unwrap(), line);
+        let bare = StepReport {
+            peak_rss_mb: None,
+            recompute: Recompute::None,
+            precision: Precision::Bf16,
+            recipe: StepRecipe::Fno,
+            ..r
+        };
+        let text = serde_json::to_string(&bare).unwrap();
+        assert!(text.contains(r#""peak_rss_mb":null"#) && text.contains(r#""recompute":false"#));
+        assert_eq!(serde_json::from_str::<StepReport>(&text).unwrap(), bare);
     }
 }

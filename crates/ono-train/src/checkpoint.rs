@@ -7,12 +7,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use ono_data::normalizer::NormalizerKind;
 use ono_models::ModelConfig;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::adamw::AdamWState;
+use crate::config::Fingerprint;
+use crate::normalizers::{NormalizerKinds, Normalizers};
 use crate::{Error, Result};
 
 /// The `format` metadata value of a checkpoint.
@@ -58,7 +59,7 @@ pub struct TrainState {
     /// One record per finished epoch.
     pub history: Vec<EpochRecord>,
     /// The configuration's fingerprint ([`crate::config::TrainConfig::fingerprint`]).
-    pub config: serde_json::Value,
+    pub config: Fingerprint,
     /// The model configuration (with its `arch`; checkpoints written before the registry hold
     /// an ONO configuration without one, which reads as ONO).
     pub model: ModelConfig,
@@ -70,23 +71,17 @@ pub struct TrainState {
     pub query_grid: Option<Vec<i64>>,
     /// How samples were fed.
     pub regime: crate::regime::Regime,
-    /// Normalizer of the inputs.
-    /// Normalizer of the positions (absent in checkpoints written before it existed).
-    #[serde(default, skip_serializing_if = "is_plain")]
-    pub normalize_pos: NormalizerKind,
-    /// Normalizer of θ.
-    #[serde(default, skip_serializing_if = "is_plain")]
-    pub normalize_theta: NormalizerKind,
-    pub normalize_x: NormalizerKind,
-    /// Normalizer of the targets.
-    pub normalize_y: NormalizerKind,
+    /// The kinds of the normalizers (`normalize_x`, `normalize_y`, `normalize_pos`,
+    /// `normalize_theta` in the JSON).
+    #[serde(flatten)]
+    pub normalizers: NormalizerKinds,
     /// The optimizer's host-side state.
     pub optimizer: AdamWState,
 }
 
 /// A checkpoint in memory.
 pub struct Checkpoint {
-    /// `model.*`, `optim.*`, `norm.x.*`, `norm.y.*`.
+    /// `model.*`, `optim.*`, `scaler.*` and the normalizers' `norm.*`.
     pub tensors: BTreeMap<String, Tensor>,
     /// The run state.
     pub state: TrainState,
@@ -148,6 +143,11 @@ impl Checkpoint {
         Ok(Self { tensors, state })
     }
 
+    /// The normalizers saved in the checkpoint.
+    pub fn normalizers(&self) -> Result<Normalizers> {
+        Normalizers::from_tensors(self.state.normalizers, &self.tensors)
+    }
+
     /// The tensors under `prefix`, with the prefix removed.
     pub fn section(&self, prefix: &str) -> BTreeMap<String, Tensor> {
         self.tensors
@@ -158,8 +158,4 @@ impl Checkpoint {
             })
             .collect()
     }
-}
-
-fn is_plain(k: &NormalizerKind) -> bool {
-    *k == NormalizerKind::None
 }

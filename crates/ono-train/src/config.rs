@@ -247,6 +247,19 @@ fn yes() -> bool {
     true
 }
 
+impl DataSection {
+    /// The published benchmark that `benchmark` names, if it names one.
+    pub fn parsed_benchmark(&self) -> Result<Option<Benchmark>> {
+        self.benchmark
+            .as_deref()
+            .map(|b| {
+                b.parse::<Benchmark>()
+                    .map_err(|e: ono_data::Error| Error::invalid("data.benchmark", e))
+            })
+            .transpose()
+    }
+}
+
 /// The order of the training batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -505,7 +518,8 @@ impl Default for LogSection {
 }
 
 impl TrainConfig {
-    /// Reads and validates a TOML file; relative paths become relative to the file's folder.
+    /// Reads a TOML file (see [`TrainConfig::from_toml`]); relative paths become relative to the
+    /// file's folder.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         let mut cfg = Self::from_toml(&text).map_err(|e| match e {
@@ -536,17 +550,17 @@ impl TrainConfig {
         Ok(cfg)
     }
 
-    /// Parses and validates TOML text.
+    /// Parses TOML text: unknown keys and values of the wrong type are refused. The values are
+    /// checked once, by [`TrainConfig::validate`], which [`crate::run::RunSpec::resolve`]
+    /// calls on the way into a run.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: Self = toml::from_str(text).map_err(|e| {
+        toml::from_str(text).map_err(|e| {
             // toml names unknown or mistyped keys in its message; keep it whole.
             Error::config("(toml)", e.to_string().trim().replace('\n', " "))
-        })?;
-        cfg.validate()?;
-        Ok(cfg)
+        })
     }
 
-    /// Checks every value; errors name the key.
+    /// Checks every value that can be checked without the data; errors name the key.
     pub fn validate(&self) -> Result<()> {
         if self.epochs == 0 {
             return Err(Error::config("epochs", "must be at least 1"));
@@ -573,9 +587,8 @@ impl TrainConfig {
             &self.data.point_clouds,
         ) {
             (Some(_), None, None) | (None, None, Some(_)) => {}
-            (None, Some(b), None) => {
-                b.parse::<Benchmark>()
-                    .map_err(|e: ono_data::Error| Error::invalid("data.benchmark", e))?;
+            (None, Some(_), None) => {
+                self.data.parsed_benchmark()?;
             }
             _ => {
                 return Err(Error::config(
@@ -693,14 +706,78 @@ impl TrainConfig {
 
     /// The parts of the configuration a resumed run must share with the run it continues
     /// (everything that changes the numbers; not the device, threads or logging).
-    pub fn fingerprint(&self) -> serde_json::Value {
-        let mut v = serde_json::to_value(self).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
-            for k in ["device", "threads", "log", "checkpoint", "output_dir"] {
-                o.remove(k);
-            }
+    pub fn fingerprint(&self) -> Fingerprint {
+        Fingerprint {
+            seed: self.seed,
+            epochs: self.epochs,
+            batch_size: self.batch_size,
+            double: self.double,
+            precision: self.precision,
+            recompute: self.recompute,
+            model: self.model.clone(),
+            data: self.data.clone(),
+            loss: self.loss.clone(),
+            optimizer: self.optimizer.clone(),
+            schedule: self.schedule.clone(),
         }
-        v
+    }
+}
+
+/// The parts of a [`TrainConfig`] that change the numbers: the configuration a checkpoint
+/// stores and a resumed run must match. Its fields and their serialized form are those of
+/// [`TrainConfig`] (the device, threads, output folder, logging and checkpoint policy left
+/// out), so that the checkpoints written when it was the configuration's JSON with those keys
+/// removed read as it; sections added since take their defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    #[serde(default)]
+    pub seed: u64,
+    pub epochs: u64,
+    pub batch_size: i64,
+    #[serde(default)]
+    pub double: bool,
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub precision: Precision,
+    /// Checkpoints written before the recomputation modes hold `false` (none) here.
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub recompute: Recompute,
+    pub model: ModelSection,
+    pub data: DataSection,
+    #[serde(default)]
+    pub loss: LossSection,
+    #[serde(default)]
+    pub optimizer: OptimizerSection,
+    #[serde(default)]
+    pub schedule: ScheduleSection,
+}
+
+impl Fingerprint {
+    /// The keys (as in the experiment file) whose values differ from `other`'s. The models are
+    /// compared resolved (preset and overrides applied), so two spellings of one model agree.
+    pub fn differing_keys(&self, other: &Self) -> Vec<&'static str> {
+        let same_model = match (self.model.config(), other.model.config()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => self.model == other.model,
+        };
+        let same = [
+            ("seed", self.seed == other.seed),
+            ("epochs", self.epochs == other.epochs),
+            ("batch_size", self.batch_size == other.batch_size),
+            ("double", self.double == other.double),
+            ("precision", self.precision == other.precision),
+            ("recompute", self.recompute == other.recompute),
+            ("model", same_model),
+            ("data", self.data == other.data),
+            ("loss", self.loss == other.loss),
+            ("optimizer", self.optimizer == other.optimizer),
+            ("schedule", self.schedule == other.schedule),
+        ];
+        same.iter().filter(|(_, s)| !s).map(|(k, _)| *k).collect()
+    }
+
+    /// Whether `other` is the same experiment: no [differing key](Self::differing_keys).
+    pub fn same_experiment(&self, other: &Self) -> bool {
+        self.differing_keys(other).is_empty()
     }
 }
 
@@ -709,15 +786,7 @@ impl TrainConfig {
     /// [`fingerprint`](Self::fingerprint)'s) and the same model once its preset and overrides
     /// are resolved, however the overrides spell it.
     pub fn same_experiment(&self, other: &Self) -> bool {
-        let resolved = |c: &Self| {
-            let mut c = c.clone();
-            let model = c.model.config().ok()?;
-            c.model.overrides = toml::Table::new();
-            c.model.preset = None;
-            Some((c.fingerprint(), model))
-        };
-        let a = resolved(self);
-        a.is_some() && a == resolved(other)
+        self.fingerprint().same_experiment(&other.fingerprint())
     }
 }
 

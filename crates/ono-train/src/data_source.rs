@@ -1,7 +1,7 @@
 //! The data of a run: a dataset file or a published benchmark, with the settings the experiment
 //! file leaves unset filled from the benchmark's recipe (`recipe.rs`).
 
-use ono_data::benchmarks::{self, Benchmark, LoadOptions};
+use ono_data::benchmarks::{self, LoadOptions};
 use ono_data::dataset::{FunctionSplit, Split, TensorDataset};
 use ono_data::normalizer::NormalizerKind;
 
@@ -31,7 +31,7 @@ pub struct ResolvedData {
 /// Reads the dataset file or the benchmark of `cfg.data`, applies `ntrain` / `ntest`, and fills
 /// unset settings from the benchmark's reference recipe.
 pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData> {
-    let (dataset, recipe) = match (&d.path, &d.benchmark) {
+    let (dataset, recipe) = match (&d.path, d.parsed_benchmark()?) {
         (Some(path), _) => {
             let data = TensorDataset::read(path).map_err(|e| match e {
                 ono_data::Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {
@@ -66,10 +66,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                 None,
             )
         }
-        (None, Some(name)) => {
-            let b: Benchmark = name
-                .parse()
-                .map_err(|e: ono_data::Error| Error::invalid("data.benchmark", e))?;
+        (None, Some(b)) => {
             let opts = LoadOptions {
                 ntrain: d.ntrain.map(|n| n as usize),
                 ntest: d.ntest.map(|n| n as usize),

@@ -1,14 +1,20 @@
 //! Evaluation: mean relative L2 of a model on a split, in evaluation mode, batch by batch, with
-//! one host read at the end.
+//! one host read at the end; a checkpoint's [`Evaluation`] on its own data or another file.
+
+use std::path::{Path, PathBuf};
 
 use ono_data::dataset::{length_mask, Split, TensorDataset};
 use ono_data::normalizer::Normalizer;
 use ono_kernels::host;
 use ono_models::Model;
+use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
+use crate::data_source::resolve_data;
 use crate::decoder::{Decoder, Points};
 use crate::loss::{check_targets, relative_l2, MetricSum, Reduction, RolloutErrors};
+use crate::normalizers::Normalizers;
+use crate::predictor::Predictor;
 use crate::regime::Regime;
 use crate::{Error, Result};
 
@@ -40,23 +46,10 @@ pub fn evaluate(
     sum.finish()
 }
 
-/// The normalizers of a model's inputs: the input function, the positions (and query points)
-/// and the global parameters.
-pub struct InputNormalizers {
-    pub x: Normalizer,
-    pub pos: Normalizer,
-    pub theta: Normalizer,
-}
-
-/// A split with its inputs normalized, on `device` in `kind`, ready for [`evaluate`]. The padding
-/// rows of samples of different sizes stay zero (normalized per sample before padding, as GNOT's
-/// pipeline).
-pub fn normalized(
-    split: &Split,
-    norms: &InputNormalizers,
-    device: Device,
-    kind: Kind,
-) -> Result<Split> {
+/// A split with its inputs normalized (by `norms.x`, `norms.pos` and `norms.theta`; the targets
+/// stay raw), on `device` in `kind`, ready for [`evaluate`]. The padding rows of samples of
+/// different sizes stay zero (normalized per sample before padding, as GNOT's pipeline).
+pub fn normalized(split: &Split, norms: &Normalizers, device: Device, kind: Kind) -> Result<Split> {
     let on_device =
         |t: &tch::Tensor| -> Result<tch::Tensor> { Ok(t.f_to_device(device)?.f_to_kind(kind)?) };
     // (S, N, 1) in the model's kind: 1 on real rows.
@@ -99,6 +92,98 @@ pub fn normalized(
             })
             .collect::<Result<Vec<_>>>()?,
         lengths: split.lengths.clone(),
+    })
+}
+
+/// Which data a checkpoint is evaluated on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EvalData {
+    /// The run's own: its dataset file, or its benchmark with the same split, re-read at
+    /// subsampling stride `r` when given (another resolution, e.g. Burgers at 8192 points).
+    Own {
+        /// The benchmark's stride (a run on a dataset file has no other).
+        r: Option<usize>,
+    },
+    /// A dataset file (`ono_data::dataset::TensorDataset`), at its own resolution.
+    File(PathBuf),
+}
+
+/// A checkpoint's errors on a test split: the JSON line of `ono eval`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// The checkpoint evaluated.
+    pub checkpoint: PathBuf,
+    /// The data: the file, or the run's dataset file or benchmark.
+    pub data: String,
+    /// Test samples.
+    pub samples: i64,
+    /// The grid of the evaluated targets (at the evaluated stride), when they are on one
+    /// (absent from the lines of releases before it was reported).
+    #[serde(default)]
+    pub grid: Option<Vec<i64>>,
+    /// Mean relative L2 over the test samples (over every time step of a time series).
+    pub test_rel_l2: f64,
+    /// Per rolled-out time step, for a time series (empty for a steady model).
+    #[serde(default)]
+    pub per_step: Vec<f64>,
+    /// Optimizer steps the checkpoint had trained.
+    pub trained_steps: u64,
+}
+
+/// `checkpoint`'s test errors on `data`, on `device`, `batch` samples per forward pass. Another
+/// resolution than the training data's is fine: pointwise normalizers are interpolated onto its
+/// grid.
+pub fn evaluate_checkpoint(
+    checkpoint: &Path,
+    data: &EvalData,
+    device: Device,
+    batch: i64,
+) -> Result<Evaluation> {
+    let (p, state) = Predictor::from_checkpoint(checkpoint, device)?;
+    let own = &state.config.data;
+    let (ds, name) = match data {
+        EvalData::File(path) => (TensorDataset::read(path)?, path.display().to_string()),
+        EvalData::Own { r } => {
+            let mut section = own.clone();
+            if r.is_some() {
+                if section.benchmark.is_none() {
+                    return Err(Error::config(
+                        "--r",
+                        "re-reads the run's benchmark, but the run was trained on a dataset file",
+                    ));
+                }
+                section.r = *r;
+            }
+            let name = match (&own.path, &own.benchmark, &own.point_clouds) {
+                (Some(p), _, _) => p.display().to_string(),
+                (None, Some(b), _) => b.clone(),
+                (None, None, Some(c)) => c.test.display().to_string(),
+                (None, None, None) => "?".into(),
+            };
+            (resolve_data(&section, &state.config.loss)?.dataset, name)
+        }
+    };
+    let ysz = ds.test.y.size();
+    let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
+    let norms = p.normalizers_for(ds.grid.as_deref(), ds.query_grid.as_deref())?;
+    let split = normalized(&ds.test, &norms, device, p.kind())?;
+    let errs = evaluate(
+        &p.model,
+        &norms.y,
+        &split,
+        p.regime,
+        ds.grid.as_deref(),
+        batch,
+        steps,
+    )?;
+    Ok(Evaluation {
+        checkpoint: checkpoint.to_path_buf(),
+        data: name,
+        samples: split.len(),
+        grid: ds.target_grid().map(<[i64]>::to_vec),
+        test_rel_l2: errs.full,
+        per_step: errs.per_step,
+        trained_steps: state.global_step,
     })
 }
 
@@ -198,6 +283,34 @@ mod tests {
             grid: None,
             query_grid: None,
         }
+    }
+
+    /// The lines `ono eval` printed before it printed an [`Evaluation`] read as one (the grid
+    /// absent from the oldest), and an evaluation reads back as itself.
+    #[test]
+    fn evaluation_reads_earlier_lines_and_round_trips() {
+        let legacy: Evaluation = serde_json::from_str(include_str!(
+            "../../../fixtures/legacy_checkpoint/eval_old.json"
+        ))
+        .unwrap();
+        assert_eq!(legacy.test_rel_l2, 0.30172547698020935);
+        assert_eq!((legacy.samples, legacy.trained_steps), (4, 8));
+        assert_eq!(legacy.grid, None);
+        let today: Evaluation = serde_json::from_str(include_str!(
+            "../../../fixtures/checkpoint_d099a84/eval_old.json"
+        ))
+        .unwrap();
+        assert_eq!(today.test_rel_l2, 0.29965347051620483);
+        assert_eq!(today.grid, Some(vec![9, 9]));
+        assert_eq!(today.data, "darcy9.safetensors");
+        assert!(today.per_step.is_empty());
+        let series = Evaluation {
+            per_step: vec![0.125, 0.25],
+            grid: None,
+            ..today
+        };
+        let line = serde_json::to_string(&series).unwrap();
+        assert_eq!(serde_json::from_str::<Evaluation>(&line).unwrap(), series);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! OneCycle, gradient clipping and the training loop of the ONO paper.
 //!
 //! A run, by job: `config.rs` (the experiment file), `data_source.rs` + `recipe.rs` (the data and
-//! the reference's settings for it), `trainer.rs` (setup and the epoch loop), `regime.rs` (how
+//! the reference's settings for it), `run.rs` (the experiment resolved and checked, once: what
+//! the trainer consumes), `normalizers.rs` (the run's normalizers as one object), `trainer.rs`
+//! (setup and the epoch loop), `regime.rs` (how
 //! samples are fed: steady, autoregressive, per time step — the one place a regime is dispatched
 //! on), `step.rs` (one optimizer step), `decoder.rs` (a model with its output normalizer), `evaluate.rs`, `checkpoint.rs`, `run_layout.rs` (the files
 //! of a run), `observer.rs` (what a run hands out after every epoch: the data of its figures, which
@@ -19,12 +21,14 @@ pub mod decoder;
 mod error;
 pub mod evaluate;
 pub mod loss;
+pub mod normalizers;
 pub mod observer;
 pub mod one_cycle;
 pub mod predictor;
 pub mod progress;
 pub mod recipe;
 pub mod regime;
+pub mod run;
 pub mod run_layout;
 pub mod scaler;
 mod step;
@@ -36,6 +40,7 @@ pub use observer::{EpochObserver, EpochView};
 pub use ono_nn::Precision;
 pub use predictor::Predictor;
 pub use regime::Regime;
+pub use run::RunSpec;
 pub use trainer::{HostReads, Summary, Trainer};
 
 #[cfg(test)]

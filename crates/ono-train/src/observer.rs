@@ -99,7 +99,7 @@ impl Trainer {
             let _g = tch::no_grad_guard();
             let d = Decoder {
                 model: &self.model,
-                y_norm: &self.y_norm,
+                y_norm: &self.normalizers.y,
                 grid: self.grid.as_deref(),
             };
             self.regime
@@ -119,7 +119,7 @@ impl Trainer {
                 .f_contiguous()?)
         };
         let input = self
-            .norms
+            .normalizers
             .x
             .decode(&batch.fx)?
             .f_select(2, 0)?

@@ -4,14 +4,13 @@
 use std::path::Path;
 
 use ono_data::dataset::Split;
-use ono_data::normalizer::Normalizer;
 use ono_models::Model;
-use ono_nn::Precision;
 use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::decoder::{Decoder, Points};
-use crate::evaluate::{normalized, InputNormalizers};
+use crate::evaluate::normalized;
+use crate::normalizers::Normalizers;
 use crate::regime::Regime;
 use crate::{Error, Result};
 
@@ -19,10 +18,8 @@ use crate::{Error, Result};
 pub struct Predictor {
     /// The model (any architecture).
     pub model: Model,
-    /// Input normalizers (function, positions, θ).
-    pub norms: InputNormalizers,
-    /// Target normalizer.
-    pub y_norm: Normalizer,
+    /// The normalizers of the inputs and targets.
+    pub normalizers: Normalizers,
     /// Steady, autoregressive or per time step.
     pub regime: Regime,
     /// The training data's grid shape, when its points were a grid.
@@ -39,20 +36,12 @@ impl Predictor {
         let st = &ckpt.state;
         let mut model = Model::from_tensors(&st.model, &ckpt.section("model."), device, path)?;
         model
-            .set_precision(trained_precision(&st.config, path)?)
+            .set_precision(st.config.precision)
             .map_err(|e| Error::invalid("precision", e))?;
-        let load = |k, prefix| Normalizer::from_tensors(k, prefix, &ckpt.tensors);
-        let norms = InputNormalizers {
-            x: load(st.normalize_x, "norm.x.")?,
-            pos: load(st.normalize_pos, "norm.pos.")?,
-            theta: load(st.normalize_theta, "norm.theta.")?,
-        };
-        let y_norm = load(st.normalize_y, "norm.y.")?;
         Ok((
             Self {
                 model,
-                norms,
-                y_norm,
+                normalizers: ckpt.normalizers()?,
                 // The resolved regime (the configuration may leave it to the benchmark recipe).
                 regime: st.regime,
                 grid: st.grid.clone(),
@@ -62,14 +51,14 @@ impl Predictor {
         ))
     }
 
-    /// The input and target normalizers for inputs on `grid` and targets on `query_grid` (or
-    /// `grid` without a query; see [`Normalizer::regridded`]): unchanged when the training data
-    /// had no grid or the same one.
+    /// The normalizers for inputs on `grid` and targets on `query_grid` (or `grid` without a
+    /// query; see [`ono_data::normalizer::Normalizer::regridded`]): unchanged when the training
+    /// data had no grid or the same one.
     pub fn normalizers_for(
         &self,
         grid: Option<&[i64]>,
         query_grid: Option<&[i64]>,
-    ) -> Result<(InputNormalizers, Normalizer)> {
+    ) -> Result<Normalizers> {
         let pair = |from: Option<&[i64]>, to: Option<&[i64]>| match (from, to) {
             (Some(from), Some(to)) => (from.to_vec(), to.to_vec()),
             _ => (Vec::new(), Vec::new()),
@@ -80,15 +69,13 @@ impl Predictor {
             query_grid.or(grid),
         );
         // Positions and θ have per-channel statistics, which do not depend on the grid.
-        let same = |n: &Normalizer| n.regridded(&[], &[]);
-        Ok((
-            InputNormalizers {
-                x: self.norms.x.regridded(&xf, &xt)?,
-                pos: same(&self.norms.pos)?,
-                theta: same(&self.norms.theta)?,
-            },
-            self.y_norm.regridded(&yf, &yt)?,
-        ))
+        let n = &self.normalizers;
+        Ok(Normalizers {
+            x: n.x.regridded(&xf, &xt)?,
+            y: n.y.regridded(&yf, &yt)?,
+            pos: n.pos.regridded(&[], &[])?,
+            theta: n.theta.regridded(&[], &[])?,
+        })
     }
 
     /// Predictions for raw samples of a steady model that may differ in size and carry θ and
@@ -105,10 +92,10 @@ impl Predictor {
             ));
         }
         let device = self.model.device();
-        let split = normalized(split, &self.norms, device, self.kind())?;
+        let split = normalized(split, &self.normalizers, device, self.kind())?;
         let d = Decoder {
             model: &self.model,
-            y_norm: &self.y_norm,
+            y_norm: &self.normalizers.y,
             grid: None,
         };
         let n = split.fx.size()[1];
@@ -148,12 +135,12 @@ impl Predictor {
         query: Option<(&Tensor, Option<&[i64]>)>,
     ) -> Result<Tensor> {
         let _g = tch::no_grad_guard();
-        let (norms, y_norm) = self.normalizers_for(grid, query.and_then(|q| q.1))?;
+        let norms = self.normalizers_for(grid, query.and_then(|q| q.1))?;
         let (fx, pos) = (norms.x.encode(fx)?, norms.pos.encode(pos)?);
         let query = query.map(|q| norms.pos.encode(q.0)).transpose()?;
         let d = Decoder {
             model: &self.model,
-            y_norm: &y_norm,
+            y_norm: &norms.y,
             grid,
         };
         let points = Points {
@@ -161,17 +148,5 @@ impl Predictor {
             ..Points::plain(&pos, &fx)
         };
         self.regime.ops().predict(d, &points, t_out)
-    }
-}
-
-/// The `precision` of a checkpoint's configuration fingerprint (`f32` when absent: the runs
-/// before mixed precision, and float32 runs, which leave it out).
-fn trained_precision(config: &serde_json::Value, path: &Path) -> Result<Precision> {
-    match config.get("precision") {
-        None => Ok(Precision::F32),
-        Some(v) => serde_json::from_value(v.clone()).map_err(|e| Error::Checkpoint {
-            path: path.to_path_buf(),
-            msg: format!("unreadable precision {v}: {e}"),
-        }),
     }
 }

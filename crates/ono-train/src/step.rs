@@ -45,13 +45,15 @@ impl<'a> Target<'a> {
     }
 }
 
-/// How the training loss is formed from the model's output.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LossSpec {
+/// How the training loss is formed from the model's output: the experiment's `[loss]` with the
+/// benchmark recipe's values for what it leaves unset.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LossSpec {
     /// The batch reduction (a mean for the Galerkin losses, whatever was configured).
     pub reduction: ReductionName,
     /// Darcy's derivative weight (needs a square grid).
     pub alpha: f64,
+    /// Which loss.
     pub kind: LossKind,
     /// γ of the Galerkin H¹ term.
     pub h1_gamma: f64,
@@ -59,7 +61,7 @@ pub(crate) struct LossSpec {
 
 impl LossSpec {
     /// The configured batch reduction of a Σ_b loss.
-    pub fn reduce(&self, sum: Tensor, b: i64) -> Result<Tensor> {
+    pub(crate) fn reduce(&self, sum: Tensor, b: i64) -> Result<Tensor> {
         Ok(match self.reduction {
             ReductionName::Sum => sum,
             ReductionName::Mean => sum.f_div_scalar(b as f64)?,
@@ -73,7 +75,7 @@ impl LossSpec {
     ///
     /// # Shapes
     /// - `pred`, `t.y`: (B, M, C); `t.aux`: (B, M, Ca); `t.mask`: (B, M)
-    pub fn of(&self, pred: &Tensor, t: &Target<'_>, grid: Option<&[i64]>) -> Result<Tensor> {
+    pub(crate) fn of(&self, pred: &Tensor, t: &Target<'_>, grid: Option<&[i64]>) -> Result<Tensor> {
         let (y, b) = (t.y, pred.size()[0]);
         match self.kind {
             LossKind::GalerkinH1 => return self.galerkin(pred, y, grid, t.aux),

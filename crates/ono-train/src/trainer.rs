@@ -21,22 +21,22 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ono_data::dataset::{epoch_order, mix, Split, TensorDataset};
-use ono_data::normalizer::{Normalizer, NormalizerKind};
+use ono_data::dataset::{epoch_order, mix, Split};
 use ono_kernels::{health, host};
-use ono_models::{DataDims, Model, Recompute};
+use ono_models::{Model, Recompute};
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
-use crate::config::{BatchOrder, LossKind, ReductionName, ScheduleKind, TrainConfig};
-use crate::data_source::resolve_data;
-use crate::evaluate::{evaluate, normalized, InputNormalizers};
-use crate::loss::{self, RolloutErrors};
+use crate::config::{BatchOrder, ReductionName, ScheduleKind, TrainConfig};
+use crate::evaluate::{evaluate, normalized};
+use crate::loss::RolloutErrors;
+use crate::normalizers::Normalizers;
 use crate::observer::EpochObserver;
 use crate::one_cycle::OneCycle;
 use crate::progress::Progress;
 use crate::regime::Regime;
+use crate::run::RunSpec;
 use crate::run_layout::RunPaths;
 use crate::scaler::LossScaler;
 use crate::step::{LossSpec, PendingLoss, StepRunner};
@@ -82,8 +82,7 @@ pub struct Trainer {
     pub(crate) grid: Option<Vec<i64>>,
     /// The targets' grid: the query grid when the targets live on query points, else `grid`.
     pub(crate) target_grid: Option<Vec<i64>>,
-    pub(crate) norms: InputNormalizers,
-    pub(crate) y_norm: Normalizer,
+    pub(crate) normalizers: Normalizers,
     pub(crate) model: Model,
     opt: AdamW,
     /// Float16's loss scaler.
@@ -111,20 +110,21 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// Prepares a run: reads and checks the data, fits the normalizers on the training split,
-    /// builds the model and optimizer, and — with `resume` — restores `checkpoints/last`.
-    /// Without `resume`, an output folder that already holds a checkpoint is refused.
-    pub fn new(cfg: TrainConfig, resume: bool) -> Result<Self> {
-        cfg.validate()?;
-        let device = cfg.device()?;
-        if cfg.threads > 0 {
-            tch::set_num_threads(cfg.threads);
-        }
-        let kind = if cfg.double {
-            Kind::Double
-        } else {
-            Kind::Float
-        };
+    /// Prepares a checked run ([`RunSpec::resolve`]): fits the normalizers on the training
+    /// split, builds the model and optimizer, and — with `resume` — restores
+    /// `checkpoints/last`, whose configuration must be the run's. Without `resume`, an output
+    /// folder that already holds a checkpoint is refused.
+    pub fn new(run: RunSpec, resume: bool) -> Result<Self> {
+        let RunSpec {
+            config: cfg,
+            device,
+            kind,
+            data,
+            regime,
+            normalizers: kinds,
+            loss: loss_spec,
+            model: model_cfg,
+        } = run;
         let paths = RunPaths::new(&cfg.output_dir);
         let last = paths.last_checkpoint();
         let ckpt = if resume && last.exists() {
@@ -138,145 +138,36 @@ impl Trainer {
             }
             None
         };
+        let fingerprint = cfg.fingerprint();
+        if let Some(c) = &ckpt {
+            if !c.state.config.same_experiment(&fingerprint) {
+                return Err(Error::Checkpoint {
+                    path: last,
+                    msg: format!(
+                        "the configuration differs from the one the run was started with ({}); resume with the same settings or start a new output_dir",
+                        c.state.config.differing_keys(&fingerprint).join(", ")
+                    ),
+                });
+            }
+        }
 
-        let resolved = resolve_data(&cfg.data, &cfg.loss)?;
-        let (regime, nx_kind, ny_kind, alpha) = (
-            resolved.regime,
-            resolved.normalize_x,
-            resolved.normalize_y,
-            resolved.derivative_alpha,
-        );
-        let loss_spec = LossSpec {
-            // The Galerkin losses are batch means by definition.
-            reduction: match resolved.loss {
-                LossKind::GalerkinH1 | LossKind::Gnot => ReductionName::Mean,
-                LossKind::RelL2 => cfg.loss.reduction,
-            },
-            alpha,
-            kind: resolved.loss,
-            h1_gamma: resolved.h1_gamma,
-        };
-        let data = resolved.dataset;
         let target_grid = data.target_grid().map(<[i64]>::to_vec);
-        check_loss(&loss_spec, &data, regime)?;
         let (train, test) = (data.train, data.test);
-        let ysz = train.y.size();
-        let time_steps = if ysz.len() == 4 { ysz[3] } else { 0 };
+        let time_steps = train.y.size().get(3).copied().unwrap_or(0);
         let test_steps = test.y.size().get(3).copied().unwrap_or(0);
-        match (regime.is_time_series(), ysz.len()) {
-            (false, 3) | (true, 4) => {}
-            _ => {
-                return Err(Error::config(
-                    "data.regime",
-                    format!("{regime:?} does not fit targets of shape {ysz:?} ((S, N, C) for steady, (S, N, C, T) for time series)"),
-                ))
-            }
-        }
-        let steady_only = train.query.is_some()
-            || train.aux.is_some()
-            || train.lengths.is_some()
-            || train.theta.is_some()
-            || !train.functions.is_empty();
-        if regime != Regime::Steady && steady_only {
-            return Err(Error::config(
-                "data.regime",
-                format!("{regime:?} feeds time series at their input points; query points, aux channels, samples of different sizes, θ and input functions on their own points (data.fx_as_function) need the steady regime"),
-            ));
-        }
-        if regime == Regime::Autoregressive
-            && (nx_kind != NormalizerKind::None || ny_kind != NormalizerKind::None)
-        {
-            return Err(Error::config(
-                "data.normalize_x",
-                "the autoregressive regime feeds predictions back as inputs and supports no normalizer (NS2d uses none)",
-            ));
-        }
-        if regime == Regime::SpaceTime && data.grid.is_none() {
-            return Err(Error::config(
-                "data.regime",
-                "space_time treats time as a grid axis and needs data on a grid",
-            ));
-        }
-        if !matches!(cfg.recompute, Recompute::None | Recompute::Auto) && regime != Regime::Steady {
-            return Err(Error::config(
-                "recompute",
-                "activation recomputation is implemented for the steady regime only",
-            ));
-        }
-        if regime == Regime::Autoregressive && train.fx.size()[2] % ysz[2] != 0 {
-            return Err(Error::config(
-                "data.regime",
-                format!(
-                    "autoregressive inputs must be whole frames: fx has {} channels, a frame {}",
-                    train.fx.size()[2],
-                    ysz[2]
-                ),
-            ));
-        }
-        loss::check_targets(&train.y, "training targets")?;
-        loss::check_targets(&test.y, "test targets")?;
-        if alpha > 0.0 {
-            match &target_grid {
-                Some(g)
-                    if g.len() == 2 && g[0] == g[1] && ysz[2] == 1 && regime == Regime::Steady => {}
-                _ => {
-                    return Err(Error::config(
-                        "loss.derivative_alpha",
-                        "the derivative loss needs steady scalar targets on a square 2-D grid",
-                    ))
-                }
-            }
-        }
 
         // Normalizers: fitted on the training split's real points (or restored), applied once
         // to the inputs.
-        let (npos_kind, ntheta_kind) = (
-            cfg.data.normalize_pos.unwrap_or_default(),
-            cfg.data.normalize_theta.unwrap_or_default(),
-        );
-        let (norms, y_norm) = match &ckpt {
-            Some(c) => {
-                let st = &c.state;
-                let load = |k, prefix| Normalizer::from_tensors(k, prefix, &c.tensors);
-                (
-                    InputNormalizers {
-                        x: load(st.normalize_x, "norm.x.")?,
-                        pos: load(st.normalize_pos, "norm.pos.")?,
-                        theta: load(st.normalize_theta, "norm.theta.")?,
-                    },
-                    load(st.normalize_y, "norm.y.")?,
-                )
-            }
-            None => {
-                let lengths = train.lengths.as_deref();
-                let theta = match &train.theta {
-                    Some(t) => Normalizer::fit(ntheta_kind, &t.f_unsqueeze(1)?)?,
-                    None => Normalizer::fit(NormalizerKind::None, &train.fx)?,
-                };
-                (
-                    InputNormalizers {
-                        x: Normalizer::fit_points(nx_kind, &train.fx, lengths)?,
-                        pos: Normalizer::fit_points(npos_kind, &train.pos, lengths)?,
-                        theta,
-                    },
-                    Normalizer::fit_points(ny_kind, &train.y, lengths)?,
-                )
-            }
+        let normalizers = match &ckpt {
+            Some(c) => c.normalizers()?,
+            None => Normalizers::fit(kinds, &train)?,
         };
-        let train = normalized(&train, &norms, device, kind)?;
-        let test = normalized(&test, &norms, device, kind)?;
+        let train = normalized(&train, &normalizers, device, kind)?;
+        let test = normalized(&test, &normalizers, device, kind)?;
 
         let model_cfg = match &ckpt {
             Some(c) => c.state.model.clone(),
-            None => cfg.model_config(DataDims {
-                // The space-time regime appends the time value to the positions.
-                space_dim: train.pos.size()[2] + i64::from(regime == Regime::SpaceTime),
-                // θ reaches the model appended to fx at every point (decoder.rs).
-                fun_dim: train.fx.size()[2] + train.theta.as_ref().map_or(0, |t| t.size()[1]),
-                out_dim: ysz[2],
-                time_input: regime.time_input(),
-                functions: train.functions.iter().map(|f| f.values.size()[2]).collect(),
-            })?,
+            None => model_cfg,
         };
         tch::manual_seed(cfg.seed as i64);
         let mut model = Model::new(&model_cfg, device, kind)?;
@@ -288,6 +179,7 @@ impl Trainer {
         } else {
             None
         };
+        // The model's own refusal: which modes it runs depends on the blocks it was built with.
         if !model.operator().supports_recompute(cfg.recompute) {
             return Err(Error::config(
                 "recompute",
@@ -308,19 +200,9 @@ impl Trainer {
             ScheduleKind::Constant | ScheduleKind::Step => None,
         };
 
-        let fingerprint = cfg.fingerprint();
         let mut resumed_at = 0;
         let state = match ckpt {
             Some(c) => {
-                if c.state.config != fingerprint {
-                    return Err(Error::Checkpoint {
-                        path: last,
-                        msg: format!(
-                            "the configuration differs from the one the run was started with ({}); resume with the same settings or start a new output_dir",
-                            differing_keys(&c.state.config, &fingerprint).join(", ")
-                        ),
-                    });
-                }
                 model.load_tensors(&c.section("model."), &last)?;
                 opt.load_state("optim.", &c.section(""), &c.state.optimizer)?;
                 if let Some(s) = &mut scaler {
@@ -342,10 +224,7 @@ impl Trainer {
                 model: model_cfg,
                 grid: data.grid.clone(),
                 query_grid: data.query_grid.clone(),
-                normalize_x: nx_kind,
-                normalize_y: ny_kind,
-                normalize_pos: npos_kind,
-                normalize_theta: ntheta_kind,
+                normalizers: kinds,
                 regime,
                 optimizer: opt.state("optim.")?.1,
             },
@@ -358,8 +237,7 @@ impl Trainer {
             test,
             grid: data.grid,
             target_grid,
-            norms,
-            y_norm,
+            normalizers,
             model,
             opt,
             scaler,
@@ -608,7 +486,7 @@ impl Trainer {
             model: &self.model,
             opt: &mut self.opt,
             scaler: self.scaler.as_mut(),
-            y_norm: &self.y_norm,
+            y_norm: &self.normalizers.y,
             grid: self.grid.as_deref(),
             target_grid: self.target_grid.as_deref(),
             clip: self.cfg.optimizer.max_grad_norm.filter(|&m| m > 0.0),
@@ -693,7 +571,7 @@ impl Trainer {
     pub fn evaluate_test(&self) -> Result<RolloutErrors> {
         evaluate(
             &self.model,
-            &self.y_norm,
+            &self.normalizers.y,
             &self.test,
             self.regime,
             self.grid.as_deref(),
@@ -718,50 +596,13 @@ impl Trainer {
         if let Some(s) = &self.scaler {
             tensors.extend(s.tensors("scaler.")?);
         }
-        tensors.extend(self.norms.x.tensors("norm.x."));
-        tensors.extend(self.norms.pos.tensors("norm.pos."));
-        tensors.extend(self.norms.theta.tensors("norm.theta."));
-        tensors.extend(self.y_norm.tensors("norm.y."));
+        tensors.extend(self.normalizers.tensors());
         Checkpoint {
             tensors,
             state: self.state.clone(),
         }
         .save(&self.paths.checkpoints, name)
     }
-}
-
-/// Refuses a loss the data cannot feed: the Galerkin losses need steady scalar targets on a 1-D
-/// or 2-D grid (every side ≥ 3), and with γ > 0 the targets' derivatives as `aux` (1 channel in
-/// 1-D; ∂_row u, ∂_column u and the coefficient in 2-D).
-fn check_loss(spec: &LossSpec, data: &TensorDataset, regime: Regime) -> Result<()> {
-    if spec.kind != LossKind::GalerkinH1 {
-        return Ok(());
-    }
-    let bad = |msg: String| Err(Error::config("loss.kind", msg));
-    let ysz = data.train.y.size();
-    let grid = data.target_grid().unwrap_or(&[]);
-    if regime != Regime::Steady || ysz.len() != 3 || ysz[2] != 1 {
-        return bad(format!(
-            "galerkin_h1 needs steady scalar targets (S, M, 1), got {ysz:?} in the {regime:?} regime"
-        ));
-    }
-    if !(grid.len() == 1 || grid.len() == 2) || grid.iter().any(|&n| n < 3) {
-        return bad(format!(
-            "galerkin_h1 differentiates on the targets' grid: it needs a 1-D or 2-D grid with at least 3 points a side, got {grid:?}"
-        ));
-    }
-    if spec.h1_gamma > 0.0 {
-        let want = if grid.len() == 1 { 1 } else { 3 };
-        let got = data.train.aux.as_ref().map(|a| a.size()[2]);
-        if got != Some(want) {
-            return bad(format!(
-                "galerkin_h1 with h1_gamma {} needs the targets' derivatives as {want} aux channel(s) (data.layout = \"galerkin\" provides them), the data have {}",
-                spec.h1_gamma,
-                got.map_or("none".into(), |c| c.to_string())
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The batches of one epoch: a fresh permutation of (seed, epoch) cut into batches; or GNOT's
@@ -786,22 +627,6 @@ fn epoch_batches(order: BatchOrder, n: i64, bs: usize, seed: u64, epoch: u64) ->
                 .collect()
         }
     }
-}
-
-/// Top-level keys whose values differ.
-fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return vec!["(whole configuration)".into()];
-    };
-    let mut keys: Vec<String> = a
-        .keys()
-        .chain(b.keys())
-        .filter(|k| a.get(*k) != b.get(*k))
-        .cloned()
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use common::{temp_dir, Epoch};
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 /// The FNO scripts' optimisation (Adam with L2 decay, StepLR, no clipping).
 const FNO_RECIPE: &str = "[optimizer]\nkind = \"adam\"\nweight_decay = 1e-4\nmax_grad_norm = 0\n\n[schedule]\nkind = \"step\"";
@@ -151,7 +151,7 @@ fn gnot_trains_one_epoch_on_every_standard_benchmark() {
         m.ntrain,
         m.ntest
     );
-    let e = Trainer::new(TrainConfig::from_toml(&text).unwrap(), false)
+    let e = RunSpec::resolve(TrainConfig::from_toml(&text).unwrap())
         .err()
         .unwrap()
         .to_string();
@@ -209,7 +209,9 @@ final_div_factor = 1e4
             pkl = pkl.display(),
         );
         let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|e| panic!("{tag}: {e}"));
-        let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{tag}: {e}"));
+        let mut tr = RunSpec::resolve(cfg)
+            .and_then(|run| Trainer::new(run, false))
+            .unwrap_or_else(|e| panic!("{tag}: {e}"));
         let s = tr
             .run(&Progress::Quiet)
             .unwrap_or_else(|e| panic!("{tag}: {e}"));

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ono-epoch-{name}-{}", std::process::id()));
@@ -66,7 +66,9 @@ panels = 1
             ntest = m.ntest,
         );
         let cfg = TrainConfig::from_toml(&text).unwrap();
-        let mut tr = Trainer::new(cfg, false).unwrap_or_else(|e| panic!("{}: {e}", b.name()));
+        let mut tr = RunSpec::resolve(cfg)
+            .and_then(|run| Trainer::new(run, false))
+            .unwrap_or_else(|e| panic!("{}: {e}", b.name()));
         let check = common::FieldsCheck::default();
         tr.set_observer(check.clone());
         let s = tr

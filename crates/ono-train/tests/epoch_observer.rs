@@ -13,7 +13,7 @@ use ono_train::checkpoint::EpochRecord;
 use ono_train::config::TrainConfig;
 use ono_train::observer::{EpochObserver, EpochView, Fields, ObserverError};
 use ono_train::progress::Progress;
-use ono_train::{Error, Predictor, Trainer};
+use ono_train::{Error, Predictor, RunSpec, Trainer};
 use tch::{Device, Kind, Tensor};
 
 use common::temp_dir;
@@ -137,7 +137,7 @@ fn rel_diff(a: &[f32], b: &[f32]) -> f32 {
 fn the_observer_sees_every_epoch_and_the_fields_of_the_checkpoint() {
     let dir = data_dir("observer-fields");
     let cfg = config(&dir, 3, 2);
-    let mut tr = Trainer::new(cfg.clone(), false).unwrap();
+    let mut tr = Trainer::new(RunSpec::resolve(cfg.clone()).unwrap(), false).unwrap();
     let rec = Recorder::default();
     tr.set_observer(rec.clone());
     tr.run(&Progress::Quiet).unwrap();
@@ -206,7 +206,7 @@ fn the_observer_sees_every_epoch_and_the_fields_of_the_checkpoint() {
 #[test]
 fn no_fields_without_panels_and_a_failed_observer_stops_the_run_after_its_checkpoint() {
     let dir = data_dir("observer-fails");
-    let mut tr = Trainer::new(config(&dir, 3, 0), false).unwrap();
+    let mut tr = Trainer::new(RunSpec::resolve(config(&dir, 3, 0)).unwrap(), false).unwrap();
     let rec = Recorder {
         fail_at: Some(1),
         ..Recorder::default()
@@ -223,7 +223,7 @@ fn no_fields_without_panels_and_a_failed_observer_stops_the_run_after_its_checkp
     // `log.panels = 0`: no prediction is made for the observer.
     assert!(seen[0].fields.is_none());
     // The failing epoch was saved before the observer ran: a resumed run goes on with the next.
-    let mut resumed = Trainer::new(config(&dir, 3, 0), true).unwrap();
+    let mut resumed = Trainer::new(RunSpec::resolve(config(&dir, 3, 0)).unwrap(), true).unwrap();
     let rec = Recorder::default();
     resumed.set_observer(rec.clone());
     resumed.run(&Progress::Quiet).unwrap();

@@ -12,7 +12,7 @@ use ono_models::{ModelConfig, Preset};
 use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::{Error, HostReads, Trainer};
+use ono_train::{Error, HostReads, RunSpec, Trainer};
 use tch::Device;
 
 use common::{steady_dataset, temp_dir};
@@ -69,7 +69,8 @@ fn training_steps_read_nothing_and_each_logging_interval_reads_once() {
         ("recompute", "recompute = true"),
         ("selective", "recompute = \"selective\""),
     ] {
-        let mut tr = Trainer::new(config(&dir, out, extra), false).unwrap();
+        let mut tr =
+            Trainer::new(RunSpec::resolve(config(&dir, out, extra)).unwrap(), false).unwrap();
         let s = tr.run(&Progress::Quiet).unwrap();
         assert_eq!(s.steps, 6);
         assert!(s.final_test.unwrap().is_finite());
@@ -91,7 +92,7 @@ fn training_steps_read_nothing_and_each_logging_interval_reads_once() {
 fn a_failed_factorization_is_the_typed_error_at_the_next_check() {
     let _rng = ono_testing::torch_rng_lock();
     let dir = data_dir("host-reads-nan");
-    let mut tr = Trainer::new(config(&dir, "run", ""), false).unwrap();
+    let mut tr = Trainer::new(RunSpec::resolve(config(&dir, "run", "")).unwrap(), false).unwrap();
     // A NaN weight in the eigenfunction projection of the first block: its covariance is NaN
     // from the first step on (the loss too, but the failed check names the cause).
     let vars = tr.model().var_store().variables();

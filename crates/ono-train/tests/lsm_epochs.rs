@@ -9,7 +9,7 @@ use common::{temp_dir, Epoch};
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 /// One epoch of the `preset` LSM with `overrides` on the miniature `b`, the whole training split
 /// as one batch; returns the test error.
@@ -81,7 +81,8 @@ fn instance_norm_on_a_one_cell_level_is_an_error() {
         m.ntest
     );
     let cfg = TrainConfig::from_toml(&text).unwrap();
-    let e = Trainer::new(cfg, false)
+    let e = RunSpec::resolve(cfg)
+        .and_then(|run| Trainer::new(run, false))
         .and_then(|mut tr| tr.run(&Progress::Quiet))
         .expect_err("InstanceNorm of one value per channel must fail")
         .to_string();

@@ -16,7 +16,7 @@ use ono_pde::darcy_flow::DarcyConfig;
 use ono_train::config::TrainConfig;
 use ono_train::evaluate::mean_field_error;
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 /// Darcy at 21 × 21 (the coefficient's 12/3 jumps resolved, the solve fast), 160 random cells
 /// per sample, written to `dir/name`.
@@ -120,7 +120,8 @@ fn ono_learns_scattered_darcy_below_the_mean_field_error() {
         dir.join("run").display(),
         file.display()
     );
-    let mut tr = Trainer::new(TrainConfig::from_toml(&text).unwrap(), false).unwrap();
+    let run = RunSpec::resolve(TrainConfig::from_toml(&text).unwrap()).unwrap();
+    let mut tr = Trainer::new(run, false).unwrap();
     let err = tr.run(&Progress::Quiet).unwrap().final_test.unwrap();
     eprintln!("ono on scattered Darcy: test error {err:.4}, mean field {baseline:.4}");
     assert!(err < 0.8 * baseline, "{err} vs mean field {baseline}");

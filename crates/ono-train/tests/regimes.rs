@@ -8,7 +8,7 @@ use ono_data::dataset::{Split, TensorDataset};
 use ono_models::{ModelConfig, Recompute};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
-use ono_train::{Predictor, Trainer};
+use ono_train::{Predictor, RunSpec, Trainer};
 use tch::{Device, Kind, Tensor};
 
 use common::{steady_dataset, write_splits};
@@ -41,6 +41,11 @@ fn wave_dataset(path: &Path, s: i64, n: i64, t_in: i64, t_out: i64) {
         )
     };
     write_splits(path, make(s), make(4));
+}
+
+/// A fresh run of `cfg`, resolved as `ono train` does.
+fn trainer(cfg: TrainConfig) -> ono_train::Result<Trainer> {
+    Trainer::new(RunSpec::resolve(cfg)?, false)
 }
 
 fn config(dir: &Path, data: &str, out: &str, data_extra: &str) -> TrainConfig {
@@ -80,15 +85,12 @@ fn autoregressive_training_and_free_rollout() {
     tch::manual_seed(0);
     let dir = temp_dir("ar");
     wave_dataset(&dir.join("wave.safetensors"), 12, 32, 3, 4);
-    let mut tr = Trainer::new(
-        config(
-            &dir,
-            "wave.safetensors",
-            "tf",
-            "regime = \"autoregressive\"",
-        ),
-        false,
-    )
+    let mut tr = trainer(config(
+        &dir,
+        "wave.safetensors",
+        "tf",
+        "regime = \"autoregressive\"",
+    ))
     .unwrap();
     let s = tr.run(&Progress::Quiet).unwrap();
     assert_eq!(s.steps, 2 * 3);
@@ -129,15 +131,12 @@ fn autoregressive_training_and_free_rollout() {
     });
 
     // Free-running training follows a different trajectory from teacher forcing.
-    let mut free = Trainer::new(
-        config(
-            &dir,
-            "wave.safetensors",
-            "free",
-            "regime = \"autoregressive\"\nteacher_forcing = false",
-        ),
-        false,
-    )
+    let mut free = trainer(config(
+        &dir,
+        "wave.safetensors",
+        "free",
+        "regime = \"autoregressive\"\nteacher_forcing = false",
+    ))
     .unwrap();
     free.run(&Progress::Quiet).unwrap();
     let a = tr.state().history[1].train_loss;
@@ -151,10 +150,10 @@ fn autoregressive_training_and_free_rollout() {
         "norm",
         "regime = \"autoregressive\"\nnormalize_x = \"unit\"",
     );
-    let e = Trainer::new(cfg, false).err().unwrap().to_string();
+    let e = trainer(cfg).err().unwrap().to_string();
     assert!(e.contains("data.normalize_x"), "{e}");
     // A steady regime on time-series targets is refused.
-    let e = Trainer::new(config(&dir, "wave.safetensors", "steady", ""), false)
+    let e = trainer(config(&dir, "wave.safetensors", "steady", ""))
         .err()
         .unwrap()
         .to_string();
@@ -179,7 +178,7 @@ fn train_steps_train_on_the_first_frames_and_test_on_all() {
     // One batch of every sample: the epoch's training loss is the untrained model's loss.
     cfg.epochs = 1;
     cfg.batch_size = 12;
-    let mut tr = Trainer::new(cfg, false).unwrap();
+    let mut tr = trainer(cfg).unwrap();
     assert_eq!(tr.train_split().y.size(), [12, 32, 1, 2]);
     assert_eq!(tr.test_split().y.size(), [4, 32, 1, 4]);
     // Σ_b Σ_t relL2 of a teacher-forced rollout over `steps` frames, by hand, before the step.
@@ -223,7 +222,7 @@ fn train_steps_train_on_the_first_frames_and_test_on_all() {
         ("regime = \"space_time\"\ntrain_steps = 2", "space_time"),
         ("train_steps = 2", "steady"),
     ] {
-        let e = Trainer::new(config(&dir, "wave.safetensors", "bad", extra), false)
+        let e = trainer(config(&dir, "wave.safetensors", "bad", extra))
             .err()
             .unwrap()
             .to_string();
@@ -233,7 +232,10 @@ fn train_steps_train_on_the_first_frames_and_test_on_all() {
         "epochs = 1\nbatch_size = 1\noutput_dir = \"x\"\n[model]\n[data]\npath = \"{}\"\ntrain_steps = 0",
         dir.join("wave.safetensors").display()
     );
-    let e = TrainConfig::from_toml(&text).unwrap_err().to_string();
+    let e = RunSpec::resolve(TrainConfig::from_toml(&text).unwrap())
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("data.train_steps"), "{e}");
 }
 
@@ -250,7 +252,7 @@ fn per_time_step_training_covers_every_step() {
         "run",
         "regime = \"per_time_step\"\nnormalize_x = \"unit\"",
     );
-    let mut tr = Trainer::new(cfg, false).unwrap();
+    let mut tr = trainer(cfg).unwrap();
     assert!(
         matches!(tr.model().config(), ModelConfig::Ono(c) if c.time_input),
         "time input is switched on for this regime"
@@ -271,15 +273,12 @@ fn per_time_step_training_covers_every_step() {
     let last = tr.state().history.last().unwrap();
     assert_eq!(last.test_per_step.len(), 5);
     // Training on the first 2 of the 5 steps: 2 AdamW steps per batch, 5 test steps.
-    let mut short = Trainer::new(
-        config(
-            &dir,
-            "pla.safetensors",
-            "short",
-            "regime = \"per_time_step\"\nnormalize_x = \"unit\"\ntrain_steps = 2",
-        ),
-        false,
-    )
+    let mut short = trainer(config(
+        &dir,
+        "pla.safetensors",
+        "short",
+        "regime = \"per_time_step\"\nnormalize_x = \"unit\"\ntrain_steps = 2",
+    ))
     .unwrap();
     short.run(&Progress::Quiet).unwrap();
     assert!(short
@@ -317,7 +316,7 @@ fn recompute_trains_like_the_plain_path() {
         let mut cfg = config(&dir, "s.safetensors", out, "normalize_y = \"unit\"");
         cfg.double = true;
         cfg.recompute = extra.parse().unwrap();
-        let mut tr = Trainer::new(cfg, false).unwrap();
+        let mut tr = trainer(cfg).unwrap();
         tr.run(&Progress::Quiet).unwrap();
         let mut vars: Vec<(String, Tensor)> =
             tr.model().var_store().variables().into_iter().collect();
@@ -378,7 +377,7 @@ ono_testing::device_tests! {
                     Device::Cuda(n) => format!("cuda:{n}"),
                     _ => "cpu".into(),
                 };
-                let mut tr = Trainer::new(cfg, false).unwrap();
+                let mut tr = trainer(cfg).unwrap();
                 let s = tr.run(&Progress::Quiet).unwrap();
                 assert_eq!(tr.host_reads().in_steps, 0, "case {i} on {device:?}");
                 s.final_test.unwrap()

@@ -10,9 +10,12 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
+use ono_train::bench_step::StepReport;
+use ono_train::checkpoint::TrainState;
 use ono_train::config::TrainConfig;
+use ono_train::evaluate::{evaluate_checkpoint, EvalData};
 use ono_train::progress::Progress;
-use ono_train::Trainer;
+use ono_train::{RunSpec, Trainer};
 
 use super::plan::{DataPaths, Experiment, Measure, Profile, Reduced, Work};
 use super::Context as RunContext;
@@ -376,21 +379,22 @@ fn train(config: &TrainConfig, strides: &[usize], dir: &Path, ctx: &RunContext) 
     // starts again. The same experiment on another device or thread count resumes (the
     // checkpoint's fingerprint leaves them out).
     let last = dir.join("checkpoints").join("last.json");
-    let stale = std::fs::read_to_string(&last)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .is_some_and(|state| state["config"] != cfg.fingerprint());
-    if stale {
-        eprintln!(
-            "{}: the experiment changed since its last run; starting it again",
-            dir.display()
-        );
+    let stale =
+        std::fs::read_to_string(&last)
+            .ok()
+            .map(|t| match serde_json::from_str::<TrainState>(&t) {
+                Ok(state) if state.config.same_experiment(&cfg.fingerprint()) => None,
+                Ok(_) => Some("the experiment changed since its last run"),
+                Err(_) => Some("its last checkpoint's state cannot be read"),
+            });
+    if let Some(Some(why)) = stale {
+        eprintln!("{}: {why}; starting it again", dir.display());
         for p in [dir.join("checkpoints"), dir.join("metrics.jsonl")] {
             let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
         }
     }
     let resume = dir.join("checkpoints").join("last.safetensors").is_file();
-    let mut trainer = Trainer::new(cfg.clone(), resume)?;
+    let mut trainer = Trainer::new(RunSpec::resolve(cfg.clone())?, resume)?;
     trainer.set_observer(crate::figures::RunFigures);
     let total = trainer.steps_per_epoch() * cfg.epochs;
     let progress = if ctx.quiet {
@@ -418,18 +422,14 @@ fn train(config: &TrainConfig, strides: &[usize], dir: &Path, ctx: &RunContext) 
     let mut at_stride = BTreeMap::new();
     let mut grids = BTreeMap::new();
     for &r in strides {
-        let v = crate::eval::evaluate_checkpoint(
+        let v = evaluate_checkpoint(
             &summary.result_checkpoint,
-            None,
-            Some(r),
+            &EvalData::Own { r: Some(r) },
             cfg.device()?,
             ctx.eval_batch,
         )?;
-        let err = v["test_rel_l2"]
-            .as_f64()
-            .ok_or_else(|| anyhow!("no test error at stride {r}"))?;
-        at_stride.insert(r.to_string(), err);
-        if let Some(side) = v["grid"].as_array().and_then(|g| g.first()?.as_i64()) {
+        at_stride.insert(r.to_string(), v.test_rel_l2);
+        if let Some(&side) = v.grid.as_ref().and_then(|g| g.first()) {
             grids.insert(r.to_string(), side);
         }
     }
@@ -466,13 +466,9 @@ fn measure(m: &Measure, ctx: &RunContext) -> Result<Fill> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| "bench-step printed no JSON line".to_string())?;
-    let (step, params, peak) = (
-        v["median_s"].as_f64(),
-        v["params"].as_i64(),
-        v["peak_rss_mb"].as_f64(),
-    );
+    let v: StepReport = serde_json::from_slice(&out.stdout)
+        .with_context(|| "bench-step printed no report line".to_string())?;
+    let (step, params, peak) = (Some(v.median_s), Some(v.params), v.peak_rss_mb);
     Ok(Box::new(move |o: &mut Outcome| {
         o.step_s = step;
         o.params = params;

@@ -12,7 +12,7 @@ use ono_data::dataset::{Split, TensorDataset};
 use ono_train::config::TrainConfig;
 use ono_train::observer::{EpochObserver, EpochView, ObserverError};
 use ono_train::progress::Progress;
-use ono_train::{Summary, Trainer};
+use ono_train::{RunSpec, Summary, Trainer};
 use tch::{Device, Kind, Tensor};
 
 /// A fresh scratch folder for one run.
@@ -100,7 +100,9 @@ panels = 1
         out = dir.join("run").display(),
     );
     let cfg = TrainConfig::from_toml(&text).unwrap_or_else(|err| panic!("{tag}: {err}"));
-    let mut tr = Trainer::new(cfg, false).unwrap_or_else(|err| panic!("{tag}: {err}"));
+    let mut tr = RunSpec::resolve(cfg)
+        .and_then(|run| Trainer::new(run, false))
+        .unwrap_or_else(|err| panic!("{tag}: {err}"));
     tr.set_observer(FieldsCheck::default());
     let s = tr
         .run(&Progress::Quiet)

@@ -18,7 +18,7 @@ use anyhow::{bail, Result};
 use ono_train::config::{ModelSection, TrainConfig};
 use serde::{Deserialize, Serialize};
 
-pub use bases::{base, BASES};
+pub use bases::base;
 pub use reduced::Reduced;
 pub use tables::{plan, SEEN_STEPS};
 

@@ -1,5 +1,6 @@
 use std::path::PathBuf;
 
+use super::bases::BASES;
 use super::*;
 
 fn paths() -> DataPaths {
