@@ -126,7 +126,8 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             coarse_r,
             noise,
         } => {
-            let layout: Layout = serde_json::from_value(serde_json::Value::String(layout.clone()))
+            let layout: Layout = layout
+                .parse()
                 .map_err(|_| anyhow::anyhow!("--layout: `{layout}` is not ono, fno or galerkin"))?;
             let opts = LoadOptions {
                 ntrain,
@@ -261,7 +262,6 @@ fn data_info(benchmark: &str, data_dir: Option<PathBuf>, opts: &LoadOptions) -> 
         if kind == NormalizerKind::None {
             continue;
         }
-        let stats = n.tensors("");
         let show = |t: &Tensor| -> String {
             let v = Vec::<f64>::try_from(t.to_kind(Kind::Double).reshape([-1])).unwrap_or_default();
             if v.len() <= 8 {
@@ -280,8 +280,8 @@ fn data_info(benchmark: &str, data_dir: Option<PathBuf>, opts: &LoadOptions) -> 
         };
         println!(
             "normalizer {what} ({kind:?}, fitted on train): mean {}, std {}",
-            show(&stats["mean"]),
-            show(&stats["std"])
+            show(n.mean()),
+            show(n.std())
         );
     }
     Ok(())

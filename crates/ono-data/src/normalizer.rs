@@ -225,6 +225,16 @@ impl Normalizer {
         Ok((to(&self.mean)?, to(&self.std)?))
     }
 
+    /// The mean it subtracts (its shape is the fitted statistic's).
+    pub fn mean(&self) -> &Tensor {
+        &self.mean
+    }
+
+    /// The standard deviation it divides by (eps included where the kind adds one).
+    pub fn std(&self) -> &Tensor {
+        &self.std
+    }
+
     /// The statistics as named tensors (`<prefix>mean`, `<prefix>std`) for a checkpoint.
     pub fn tensors(&self, prefix: &str) -> BTreeMap<String, Tensor> {
         BTreeMap::from([

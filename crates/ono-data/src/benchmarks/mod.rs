@@ -122,6 +122,23 @@ pub enum Layout {
     Galerkin,
 }
 
+impl std::str::FromStr for Layout {
+    type Err = Error;
+
+    /// The names experiment files use: `ono`, `fno`, `galerkin`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "ono" => Ok(Self::Ono),
+            "fno" => Ok(Self::Fno),
+            "galerkin" => Ok(Self::Galerkin),
+            _ => Err(Error::Config {
+                what: "layout".into(),
+                msg: format!("`{s}` is not ono, fno or galerkin"),
+            }),
+        }
+    }
+}
+
 /// Sizes and subsampling; `None` means the reference's value.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -336,4 +353,20 @@ pub fn list_file(path: &Path) -> Result<Vec<(String, String, Vec<usize>)>> {
         .into_iter()
         .map(|a| (a.name.clone(), a.dtype().to_string(), a.shape.clone()))
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Layout;
+
+    /// `--layout` reads the names experiment files use (serde's), and nothing else.
+    #[test]
+    fn layout_names_are_the_experiment_files() {
+        for layout in [Layout::Ono, Layout::Fno, Layout::Galerkin] {
+            let name = serde_json::to_value(layout).unwrap();
+            let name = name.as_str().unwrap();
+            assert_eq!(name.parse::<Layout>().unwrap(), layout);
+        }
+        assert!("FNO2d".parse::<Layout>().is_err());
+    }
 }
