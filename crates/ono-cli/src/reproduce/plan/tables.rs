@@ -59,6 +59,11 @@ impl Ctx<'_> {
     }
 }
 
+/// A base the table cannot do without.
+fn required(cfg: Option<TrainConfig>, model: &str, task: Task) -> Result<TrainConfig> {
+    cfg.ok_or_else(|| anyhow::anyhow!("no base experiment of {model} on {}", task.key()))
+}
+
 fn train(config: TrainConfig) -> Work {
     Work::Train {
         config: Box::new(config),
@@ -201,7 +206,7 @@ fn table8(ctx: &Ctx, p: &mut Plan) -> Result<()> {
 /// Table 3: trained at 43 × 43, tested at finer grids of the same test samples.
 fn table3(ctx: &Ctx, p: &mut Plan) -> Result<()> {
     for model in ["fno", "ono"] {
-        let mut cfg = base(model, Task::Darcy)?.expect("FNO and ONO run Darcy");
+        let mut cfg = required(base(model, Task::Darcy)?, model, Task::Darcy)?;
         cfg.data.r = Some(SUPERRES_TRAIN_STRIDE);
         if model == "ono" {
             // ONO2's super-resolution script: its own preset at batch 8, 200 test samples, no
@@ -258,7 +263,7 @@ fn table3(ctx: &Ctx, p: &mut Plan) -> Result<()> {
 /// Table 4: NS2d, trained on the first 8 predicted steps, rolled out 10.
 fn table4(ctx: &Ctx, p: &mut Plan) -> Result<()> {
     for model in ["fno", "ono"] {
-        let mut cfg = base(model, Task::Ns2d)?.expect("FNO and ONO run NS2d");
+        let mut cfg = required(base(model, Task::Ns2d)?, model, Task::Ns2d)?;
         if model == "ono" {
             cfg.model = ModelSection::preset("ono", "time_extrapolation");
         }
@@ -298,11 +303,9 @@ fn ablation<T: PartialEq + Serialize>(
     value: T,
     field: fn(&mut ono_models::OnoConfig) -> &mut T,
 ) -> Result<String> {
-    let mut cfg = ctx
-        .experiment("ono", task)?
-        .expect("ONO runs every benchmark");
+    let mut cfg = required(ctx.experiment("ono", task)?, "ono", task)?;
     let ModelConfig::Ono(mut ono) = cfg.model.config()? else {
-        unreachable!("ONO's bases are ONO")
+        anyhow::bail!("the base of ONO on {} is not an ONO experiment", task.key())
     };
     let id = if *field(&mut ono) == value {
         format!("{}/ono", task.key())
@@ -369,9 +372,7 @@ fn table6(ctx: &Ctx, p: &mut Plan) -> Result<()> {
 fn table7(ctx: &Ctx, p: &mut Plan) -> Result<()> {
     for (row, layers, paper_row) in paper::TABLE7 {
         for (i, task) in [Task::Elasticity, Task::Plasticity].into_iter().enumerate() {
-            let mut cfg = ctx
-                .experiment("ono", task)?
-                .expect("ONO runs every benchmark");
+            let mut cfg = required(ctx.experiment("ono", task)?, "ono", task)?;
             // The paper's ONO-8 is the presets' run (Table 1's); the reduced profiles' Table 1
             // runs have fewer layers, so their ONO-8 is a run of its own.
             let id = if layers == 8 && ctx.profile == Profile::Paper {
