@@ -1,7 +1,8 @@
 //! `ono bench-step`: time full training steps of an architecture at a benchmark's shapes.
 
 use anyhow::{Context, Result};
-use ono_models::{ModelConfig, Preset};
+use ono_models::ono::OnoPreset;
+use ono_models::ModelConfig;
 use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
 use ono_train::Precision;
 
@@ -35,7 +36,7 @@ pub fn run(
         config = ono_train::config::with_overrides(&config, &table, "--overrides")?;
         config.validate().context("--overrides")?;
     }
-    let shapes: Preset = match shapes {
+    let shapes: OnoPreset = match shapes {
         Some(s) => s.parse().context("--shapes")?,
         None => preset.parse().with_context(|| {
             format!("--preset {preset} names no benchmark; choose the shapes with --shapes (darcy, ns2d, airfoil, pipe, elasticity, plasticity, super_resolution, time_extrapolation)")

@@ -114,7 +114,7 @@ enum Cmd {
         #[arg(long, default_value = "ono")]
         arch: String,
         /// The architecture's preset. ONO: darcy, ns2d, airfoil, pipe, elasticity, plasticity,
-        /// super_resolution, time_extrapolation; mlp: default, small; fno2d: darcy, ns, airfoil,
+        /// super_resolution, time_extrapolation; mlp: default, small; fno2d: darcy, ns2d, airfoil,
         /// pipe; …
         #[arg(long)]
         preset: String,

@@ -351,7 +351,7 @@ fn info_lists_every_architecture_with_its_presets() {
         assert!(stdout.contains(&line), "{arch} missing from:\n{stdout}");
     }
     assert!(
-        stdout.contains("  fno2d: darcy, ns, airfoil, pipe"),
+        stdout.contains("  fno2d: darcy, ns2d, airfoil, pipe"),
         "{stdout}"
     );
 }

@@ -18,11 +18,12 @@ use anyhow::{bail, Context};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use ono_models::{parameter_count, Preset};
+use ono_models::ono::OnoPreset;
+use ono_models::parameter_count;
 use ono_nn::loss::{relative_l2, Reduction};
 
 struct Args {
-    preset: Preset,
+    preset: OnoPreset,
     grid: i64,
     points: Option<i64>,
     batch: Option<i64>,
@@ -38,7 +39,7 @@ const USAGE: &str = "usage: train_step [--preset NAME] [--grid G | --points N] [
 
 fn parse_args() -> anyhow::Result<Option<Args>> {
     let mut a = Args {
-        preset: Preset::Darcy,
+        preset: OnoPreset::Darcy,
         grid: 85,
         points: None,
         batch: None,

@@ -5,42 +5,37 @@
 //!   [`ModelInput`];
 //! - [`ModelConfig`] (`registry.rs`): the configuration of any registered architecture
 //!   (`arch = "ono" | "mlp" | "fno1d" | …`, [`ARCHS`]), with presets; [`Model`] (`model.rs`) builds and owns one;
-//! - one folder per architecture: [`ono`] (ONO, its cross-attention variant, presets, reference
-//!   name map, block recomputation), [`pointwise`] (the pointwise MLP floor), [`fno`] (FNO on
-//!   1-, 2- and 3-D grids, and Geo-FNO on structured meshes);
-//! - the Neural-Solver-Library's F-FNO ([`ffno`]), U-FNO ([`ufno`]), Latent Spectral Model
-//!   ([`lsm`]) and Transolver ([`transolver`]) on its model frame ([`ono_nn::nsl_frame`]);
+//! - one folder per architecture, each with its configuration, presets and reference reader:
+//!   [`ono`] (ONO, its cross-attention variant, name map, block recomputation), [`pointwise`]
+//!   (the pointwise MLP floor), [`fno`] (FNO on 1-, 2- and 3-D grids, and Geo-FNO on structured
+//!   meshes), [`geofno`] (Geo-FNO on point clouds);
+//! - [`nsl`]: the Neural-Solver-Library's FNO, F-FNO, U-FNO, Latent Spectral Model and
+//!   Transolver on its model frame ([`ono_nn::nsl_frame`]);
 //! - the baselines of their own papers: Cao's Galerkin / Fourier Transformer ([`galerkin`]) and
 //!   GNOT with its CGPT variant ([`gnot`]);
 //! - [`io`]: whole models in one file; [`fixture`]: checking a port against reference fixtures.
 
 mod arch;
 mod error;
-pub mod ffno;
 pub mod fixture;
 pub mod fno;
 pub mod galerkin;
 pub mod geofno;
 pub mod gnot;
 pub mod io;
-pub mod lsm;
 mod model;
-pub mod nsl_fno;
-mod nsl_reference;
-pub mod nsl_settings;
+pub mod nsl;
 pub mod ono;
 mod operator;
 pub mod pointwise;
 mod recompute;
 pub mod registry;
-pub mod transolver;
-pub mod ufno;
 
-pub use arch::{ArchConfig, DataDims};
+pub use arch::{ArchConfig, DataDims, FromReference, Presets};
 pub use error::{Error, Result};
 pub use fno::{Fno, FnoConfig, FnoSettings};
 pub use model::Model;
-pub use ono::{NnBlock, Ono, OnoConfig, OnoCross, Preset};
+pub use ono::{NnBlock, Ono, OnoConfig, OnoCross};
 pub use operator::{
     plain_forward_backward, InputFunction, InputPart, LossError, LossFn, ModelInput, NeuralOperator,
 };

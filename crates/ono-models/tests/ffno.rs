@@ -3,10 +3,10 @@
 
 mod common;
 
-use ono_models::nsl_settings::NslSettings;
+use ono_models::nsl::settings::NslSettings;
 
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
-use ono_models::ffno::FfnoConfig;
+use ono_models::nsl::ffno::FfnoConfig;
 use ono_models::{Error, Model, ModelInput};
 use tch::{Device, Kind, Tensor};
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use ono_models::nsl_settings::NslSettings;
+use ono_models::nsl::settings::NslSettings;
 
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
 
@@ -51,7 +51,7 @@ fn perturbed_weights_are_caught() {
 }
 
 use ono_models::geofno::GeoFnoConfig;
-use ono_models::nsl_fno::NslFnoConfig;
+use ono_models::nsl::fno::NslFnoConfig;
 use ono_models::{Error, Model, ModelConfig, ModelInput};
 use tch::{Device, Kind, Tensor};
 

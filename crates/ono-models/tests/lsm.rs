@@ -6,9 +6,10 @@
 mod common;
 
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
-use ono_models::lsm::LsmConfig;
-use ono_models::nsl_settings::{Geotype, NslSettings, UnetNorm};
+use ono_models::nsl::lsm::LsmConfig;
+use ono_models::nsl::settings::{Geotype, NslSettings};
 use ono_models::{Error, Model, ModelInput};
+use ono_nn::unet::UNetNorm;
 use tch::{Device, Kind, Tensor};
 
 #[test]
@@ -53,7 +54,7 @@ fn presets_have_the_reference_parameter_counts() {
 }
 
 /// A small grid LSM: c = 2, one head.
-fn small(dims: usize, norm: UnetNorm, time_input: bool) -> LsmConfig {
+fn small(dims: usize, norm: UNetNorm, time_input: bool) -> LsmConfig {
     LsmConfig {
         nsl: NslSettings {
             space_dim: dims as i64,
@@ -85,7 +86,7 @@ fn inputs(n: i64, dims: i64, kind: Kind) -> (Tensor, Tensor, Tensor) {
 fn instance_norm_and_time_input() {
     ono_testing::init();
     let m = Model::new(
-        &small(2, UnetNorm::Instance, true).into(),
+        &small(2, UNetNorm::Instance, true).into(),
         Device::Cpu,
         Kind::Double,
     )
@@ -120,7 +121,7 @@ fn instance_norm_and_time_input() {
 fn one_and_three_dimensional_grids() {
     ono_testing::init();
     let m1 = Model::new(
-        &small(1, UnetNorm::Batch, false).into(),
+        &small(1, UNetNorm::Batch, false).into(),
         Device::Cpu,
         Kind::Float,
     )
@@ -133,7 +134,7 @@ fn one_and_three_dimensional_grids() {
     assert_eq!(run1(32).unwrap(), [2, 32, 2]);
     assert!(matches!(run1(40), Err(Error::Shape { .. })));
     let m3 = Model::new(
-        &small(3, UnetNorm::Batch, false).into(),
+        &small(3, UNetNorm::Batch, false).into(),
         Device::Cpu,
         Kind::Float,
     )
@@ -150,11 +151,11 @@ fn one_and_three_dimensional_grids() {
 #[test]
 fn refuses_bad_settings_and_inputs() {
     ono_testing::init();
-    let mut heads = small(2, UnetNorm::Batch, false);
+    let mut heads = small(2, UNetNorm::Batch, false);
     heads.n_heads = 3;
     let e = Model::new(&heads.into(), Device::Cpu, Kind::Float).unwrap_err();
     assert!(e.to_string().contains("n_heads"), "{e}");
-    let mut cloud = small(2, UnetNorm::Batch, false);
+    let mut cloud = small(2, UNetNorm::Batch, false);
     cloud.nsl.geotype = Geotype::Unstructured;
     cloud.nsl.fun_dim = 0;
     cloud.nsl.modes = 4;
@@ -165,7 +166,7 @@ fn refuses_bad_settings_and_inputs() {
     assert!(Model::new(&cloud.into(), Device::Cpu, Kind::Float).is_ok());
 
     let m = Model::new(
-        &small(2, UnetNorm::Batch, false).into(),
+        &small(2, UNetNorm::Batch, false).into(),
         Device::Cpu,
         Kind::Float,
     )

@@ -6,9 +6,8 @@ use std::path::PathBuf;
 use ono_models::ono::reference::{
     config_from_reference, export_reference, import_reference, load_reference_file,
 };
-use ono_models::{
-    io, parameter_count, Error, ModelConfig, ModelInput, NnBlock, Ono, OnoConfig, Preset,
-};
+use ono_models::ono::OnoPreset;
+use ono_models::{io, parameter_count, Error, ModelConfig, ModelInput, NnBlock, Ono, OnoConfig};
 use ono_nn::orthogonal::Orthogonalization;
 use ono_nn::weights::read_safetensors;
 use ono_testing::{assert_close, seeded};
@@ -52,14 +51,14 @@ fn build(cfg: &OnoConfig) -> (VarStore, Ono) {
 fn presets_match_the_reference_configurations_and_parameter_counts() {
     seeded(0);
     let files = [
-        (Preset::Darcy, "darcy"),
-        (Preset::Ns2d, "ns"),
-        (Preset::Airfoil, "airfoil"),
-        (Preset::Pipe, "pipe"),
-        (Preset::Elasticity, "elasticity"),
-        (Preset::Plasticity, "plasticity"),
-        (Preset::SuperResolution, "space_gen"),
-        (Preset::TimeExtrapolation, "time_gen"),
+        (OnoPreset::Darcy, "darcy"),
+        (OnoPreset::Ns2d, "ns"),
+        (OnoPreset::Airfoil, "airfoil"),
+        (OnoPreset::Pipe, "pipe"),
+        (OnoPreset::Elasticity, "elasticity"),
+        (OnoPreset::Plasticity, "plasticity"),
+        (OnoPreset::SuperResolution, "space_gen"),
+        (OnoPreset::TimeExtrapolation, "time_gen"),
     ];
     for (preset, file) in files {
         let j = json(&format!("{file}_config_params_only.json"));
@@ -95,7 +94,7 @@ fn presets_match_the_reference_configurations_and_parameter_counts() {
         assert_eq!(ours, reference, "{file}");
         assert_eq!(preset, preset.name().parse().unwrap());
     }
-    assert!("navier".parse::<Preset>().is_err());
+    assert!("navier".parse::<OnoPreset>().is_err());
 }
 
 #[test]

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
-use ono_models::nsl_settings::{Geotype, NslSettings};
-use ono_models::transolver::TransolverConfig;
+use ono_models::nsl::settings::{Geotype, NslSettings};
+use ono_models::nsl::transolver::TransolverConfig;
 use ono_models::{Error, Model, ModelConfig, ModelInput};
 use ono_nn::weights::NamedTensors;
 use tch::{Device, Kind, Tensor};

@@ -5,11 +5,12 @@
 
 mod common;
 
-use ono_models::nsl_settings::NslSettings;
+use ono_models::nsl::settings::NslSettings;
 
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
-use ono_models::ufno::{UfnoConfig, UnetNorm};
+use ono_models::nsl::ufno::UfnoConfig;
 use ono_models::{Model, ModelInput};
+use ono_nn::unet::UNetNorm;
 use tch::{Device, Kind, Tensor};
 
 #[test]
@@ -64,7 +65,7 @@ fn instance_norm_and_time_input() {
             unified_pos: false,
             ..UfnoConfig::default().nsl
         },
-        unet_norm: UnetNorm::Instance,
+        unet_norm: UNetNorm::Instance,
     };
     let m = Model::new(&cfg.into(), Device::Cpu, Kind::Double).unwrap();
     let vars = m.var_store().variables();

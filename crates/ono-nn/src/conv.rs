@@ -1,33 +1,13 @@
-//! Convolutions (`nn.Conv1d/2d/3d`) and the PyTorch default initialisation the FNO family relies
-//! on for every `nn.Linear` and `nn.Conv*d` it does not initialise itself.
+//! Convolutions (`nn.Conv1d/2d/3d`) with PyTorch's default initialisation, which the FNO family
+//! relies on for every `nn.Conv*d` it does not initialise itself (its `nn.Linear` counterpart is
+//! [`crate::linear::torch_linear`]).
 
 use tch::nn::{Init, Path};
 use tch::Tensor;
 
-use crate::linear::Linear;
+use crate::linear::default_bound;
 use crate::precision::{to_compute, to_compute_opt};
 use crate::{Error, Result};
-
-/// PyTorch's default init bound for a layer with `fan_in` inputs: `kaiming_uniform_(a = √5)` on
-/// the weight and U(−1/√fan_in, 1/√fan_in) on the bias reduce to the same bound 1/√fan_in.
-pub fn default_bound(fan_in: i64) -> f64 {
-    if fan_in > 0 {
-        1.0 / (fan_in as f64).sqrt()
-    } else {
-        0.0
-    }
-}
-
-/// `nn.Linear(in_dim, out_dim, bias)` with PyTorch's default initialisation (weight and bias
-/// uniform in ±1/√in_dim), under the names `weight` and `bias`.
-pub fn torch_linear(path: &Path, in_dim: i64, out_dim: i64, bias: bool) -> Linear {
-    let b = default_bound(in_dim);
-    let init = Init::Uniform { lo: -b, up: b };
-    Linear {
-        weight: path.var("weight", &[out_dim, in_dim], init),
-        bias: bias.then(|| path.var("bias", &[out_dim], init)),
-    }
-}
 
 /// Settings of [`Conv`]: `nn.Conv{dims}d(in, out, kernel, padding = padding, bias = bias)`,
 /// stride 1, no dilation, zero padding.
@@ -86,7 +66,7 @@ pub struct Conv {
 }
 
 impl Conv {
-    /// In the compute kind of a mixed-precision scope, like [`Linear`].
+    /// In the compute kind of a mixed-precision scope, like [`crate::Linear`].
     ///
     /// # Shapes
     /// - `x`: (B, in, n_1, …, n_dims)

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::{Init, Path};
 use tch::Tensor;
 
-use crate::conv::torch_linear;
+use crate::linear::torch_linear;
 use crate::linear::Linear;
 use crate::norm::LayerNorm;
 use crate::precision::matmul;

@@ -19,7 +19,7 @@ use tch::nn::Path;
 use tch::Tensor;
 
 use crate::attention::{check_input, merge_heads, split_heads};
-use crate::conv::torch_linear;
+use crate::linear::torch_linear;
 use crate::linear::Linear;
 use crate::{Error, Result};
 use ono_kernels::attention::{gnot_cross, gnot_linear};

@@ -1,9 +1,22 @@
-//! Regular grids: the index-grid channels the FNO family appends to its input, and moving point
-//! features (B, N, C) onto a row-major grid (B, C, n_1, …, n_D) and back.
+//! Regular grids: where a model's points lie ([`Geometry`]), the index-grid channels the FNO
+//! family appends to its input, and moving point features (B, N, C) onto a row-major grid
+//! (B, C, n_1, …, n_D) and back.
 
+use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::{Error, Result};
+
+/// Where a model's N points lie (NSL's `geotype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Geometry {
+    /// `structured_{dims}D`: the points are a row-major grid of `dims` ∈ 1 ..= 3 axes; its shape
+    /// comes with each input (NSL's `shapelist`, fixed at construction there).
+    Structured { dims: usize },
+    /// `unstructured`: a point cloud (NSL's irregular mesh).
+    Unstructured,
+}
 
 /// The coordinates of a row-major grid of `shape` with `linspace(0, 1, n_j)` along axis j,
 /// computed in float64 and then cast to `kind` (as the reference scripts build it with numpy:

@@ -16,7 +16,7 @@
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
-use crate::conv::torch_linear;
+use crate::linear::torch_linear;
 use crate::linear::Linear;
 use crate::{Error, Result};
 

@@ -11,6 +11,27 @@ use crate::Result;
 /// ±2 in absolute value, i.e. ±100σ, so it never truncates in practice and is drawn as N(0, 0.02²).
 pub const REFERENCE_STD: f64 = 0.02;
 
+/// PyTorch's default init bound for a layer with `fan_in` inputs: `kaiming_uniform_(a = √5)` on
+/// the weight and U(−1/√fan_in, 1/√fan_in) on the bias reduce to the same bound 1/√fan_in.
+pub fn default_bound(fan_in: i64) -> f64 {
+    if fan_in > 0 {
+        1.0 / (fan_in as f64).sqrt()
+    } else {
+        0.0
+    }
+}
+
+/// `nn.Linear(in_dim, out_dim, bias)` with PyTorch's default initialisation (weight and bias
+/// uniform in ±1/√in_dim), under the names `weight` and `bias`.
+pub fn torch_linear(path: &Path, in_dim: i64, out_dim: i64, bias: bool) -> Linear {
+    let b = default_bound(in_dim);
+    let init = Init::Uniform { lo: -b, up: b };
+    Linear {
+        weight: path.var("weight", &[out_dim, in_dim], init),
+        bias: bias.then(|| path.var("bias", &[out_dim], init)),
+    }
+}
+
 /// How a block draws the parameters of its linear layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -19,7 +40,7 @@ pub enum LinearInit {
     /// apply `trunc_normal_(std=0.02)` to every `nn.Linear`).
     #[default]
     TruncNormal,
-    /// PyTorch's `nn.Linear` default, weight and bias U(±1/√in) ([`crate::conv::torch_linear`]):
+    /// PyTorch's `nn.Linear` default, weight and bias U(±1/√in) ([`torch_linear`]):
     /// the models that leave their layers as built (the FNO family, NSL's FNO/F-FNO/U-FNO/LSM).
     Torch,
 }
@@ -29,7 +50,7 @@ impl LinearInit {
     pub fn init(self, path: &Path, in_dim: i64, out_dim: i64) -> Linear {
         match self {
             LinearInit::TruncNormal => LinearConfig::default().init(path, in_dim, out_dim),
-            LinearInit::Torch => crate::conv::torch_linear(path, in_dim, out_dim, true),
+            LinearInit::Torch => torch_linear(path, in_dim, out_dim, true),
         }
     }
 }

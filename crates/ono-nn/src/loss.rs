@@ -1,12 +1,14 @@
 //! The relative L2 loss of the reference (`testloss.py`, `TestLoss.rel`): the one implementation
 //! every crate uses (training loss, metrics, reference checks), with an optional padding mask.
 
+use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
 use crate::{Error, Result};
 
 /// How per-sample losses are combined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Reduction {
     /// Σ over the batch (`size_average=False`: what ONO trains on).
     Sum,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::conv::torch_linear;
+use crate::linear::torch_linear;
 use crate::linear::{Linear, LinearInit};
 use crate::{Error, Result};
 

@@ -41,24 +41,12 @@ use tch::nn::Path;
 use tch::{Kind, Tensor};
 
 use crate::geo_projection::{GeoSpectralConv, GeoSpectralConvConfig};
-use crate::grid::{crop, grid_to_points, pad_end, points_to_grid, unified_pos_embedding};
+use crate::grid::{crop, grid_to_points, pad_end, points_to_grid, unified_pos_embedding, Geometry};
 use crate::iphi::{Iphi, IphiConfig};
 use crate::linear::LinearInit;
 use crate::mlp::{Mlp, MlpConfig};
 use crate::time_embedding::TimeMlp;
 use crate::{Error, Result};
-
-/// NSL's `geotype`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NslGeometry {
-    /// `structured_{dims}D`: the N points are a row-major grid of `dims` ∈ 1 ..= 3 axes; the
-    /// shape comes with each input (`shapelist` in NSL, fixed at construction there).
-    Structured { dims: usize },
-    /// `unstructured`: a 2-D point cloud, moved onto a latent `latent` = (s1, s2) grid by the
-    /// Geo-FNO projection with `modes` × `modes` Fourier modes (NSL: s1 = s2 = 96,
-    /// `args.modes`).
-    Unstructured { latent: [i64; 2], modes: i64 },
-}
 
 /// Settings of [`NslFrame`], NSL's `args` as far as the frame reads them.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,15 +65,23 @@ pub struct NslFrameConfig {
     /// A time value per sample enters through a sinusoidal embedding and `time_fc`
     /// (`args.time_input`).
     pub time_input: bool,
-    pub geometry: NslGeometry,
+    /// NSL's `geotype`: a 2-D point cloud is moved onto the `latent` grid by the Geo-FNO
+    /// projection.
+    pub geometry: Geometry,
+    /// The latent grid (s1, s2) of a point cloud's projection (NSL: 96 × 96); not read on
+    /// structured grids.
+    pub latent: [i64; 2],
+    /// Fourier modes per axis of a point cloud's projection (`args.modes`); not read on
+    /// structured grids.
+    pub modes: i64,
 }
 
 impl NslFrameConfig {
     /// Spatial axes of the latent grid.
     pub fn latent_dims(&self) -> usize {
         match self.geometry {
-            NslGeometry::Structured { dims } => dims,
-            NslGeometry::Unstructured { .. } => 2,
+            Geometry::Structured { dims } => dims,
+            Geometry::Unstructured => 2,
         }
     }
 
@@ -103,8 +99,9 @@ impl NslFrameConfig {
     /// on point clouds, a latent grid that holds the projection's modes.
     pub fn check(&self) -> Result<()> {
         self.check_lift()?;
-        if let NslGeometry::Unstructured { latent, modes } = &self.geometry {
-            if *modes < 1 || latent.iter().any(|&s| s < 2 * modes || s / 2 + 1 < *modes) {
+        if self.geometry == Geometry::Unstructured {
+            let (latent, modes) = (self.latent, self.modes);
+            if modes < 1 || latent.iter().any(|&s| s < 2 * modes || s / 2 + 1 < modes) {
                 return Err(Error::Config(format!(
                     "NSL model frame: the latent grid {latent:?} must hold 2·{modes} rows and \
                      {modes} rFFT columns"
@@ -125,7 +122,7 @@ impl NslFrameConfig {
             ));
         }
         match &self.geometry {
-            NslGeometry::Structured { dims } => {
+            Geometry::Structured { dims } => {
                 if !(1..=3).contains(dims) {
                     return bad(format!("a structured grid has 1 to 3 axes, not {dims}"));
                 }
@@ -136,7 +133,7 @@ impl NslFrameConfig {
                     ));
                 }
             }
-            NslGeometry::Unstructured { .. } => {
+            Geometry::Unstructured => {
                 if self.unified_pos {
                     return bad(
                         "unified_pos applies to structured grids only (NSL ignores it on point \
@@ -180,13 +177,13 @@ impl NslFrameConfig {
         let h = self.n_hidden;
         let lift = self.init_lift(path, LinearInit::Torch)?;
         let cloud = match self.geometry {
-            NslGeometry::Structured { .. } => None,
-            NslGeometry::Unstructured { latent, modes } => {
+            Geometry::Structured { .. } => None,
+            Geometry::Unstructured => {
                 let proj = GeoSpectralConvConfig {
                     in_channels: h,
                     out_channels: h,
-                    modes: [modes, modes],
-                    latent,
+                    modes: [self.modes, self.modes],
+                    latent: self.latent,
                 };
                 Some(Cloud {
                     project_in: proj.init(&(path / "fftproject_in"))?,
@@ -310,8 +307,8 @@ impl NslLift {
         let kind = self.kind();
         let device = input.pos.device();
         let grid = match c.geometry {
-            NslGeometry::Structured { dims } => Some(self.grid_shape(input.grid, n, dims)?),
-            NslGeometry::Unstructured { .. } => None,
+            Geometry::Structured { dims } => Some(self.grid_shape(input.grid, n, dims)?),
+            Geometry::Unstructured => None,
         };
         let mut features = Vec::with_capacity(2);
         match &grid {
@@ -529,7 +526,9 @@ mod tests {
             unified_pos,
             reference: 3,
             time_input,
-            geometry: NslGeometry::Structured { dims },
+            geometry: Geometry::Structured { dims },
+            latent: [96, 96],
+            modes: 12,
         }
     }
 
@@ -626,10 +625,9 @@ mod tests {
             unified_pos: false,
             reference: 8,
             time_input: false,
-            geometry: NslGeometry::Unstructured {
-                latent: [8, 8],
-                modes: 3,
-            },
+            geometry: Geometry::Unstructured,
+            latent: [8, 8],
+            modes: 3,
         };
         let (va, vb) = (VarStore::new(Device::Cpu), VarStore::new(Device::Cpu));
         let nsl = cfg(2, 0).init(&va.root()).unwrap();
@@ -704,10 +702,9 @@ mod tests {
             Err(Error::NonFinite { .. })
         ));
         let mut cloud = structured(2, true, 0, false);
-        cloud.geometry = NslGeometry::Unstructured {
-            latent: [24, 20],
-            modes: 5,
-        };
+        cloud.geometry = Geometry::Unstructured;
+        cloud.latent = [24, 20];
+        cloud.modes = 5;
         assert!(cloud.check().is_err(), "unified_pos on a point cloud");
     }
 }

@@ -27,7 +27,7 @@ use tch::Tensor;
 
 use crate::attention::{merge_heads, split_heads};
 use crate::conv::{Conv, ConvConfig};
-use crate::grid::{grid_to_points, points_to_grid};
+use crate::grid::{grid_to_points, points_to_grid, Geometry};
 use crate::linear::{Linear, LinearConfig};
 use crate::precision::matmul;
 use crate::{Error, Result};
@@ -41,16 +41,6 @@ pub const SLICE_EPS: f64 = 1e-5;
 /// Kernel size of the structured meshes' projections.
 pub const KERNEL: i64 = 3;
 
-/// Where the points lie.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PhysicsGeometry {
-    /// A point cloud: per-point linear projections.
-    Irregular,
-    /// A row-major grid of `dims` ∈ 1 ..= 3 axes: convolutional projections (the grid shape comes
-    /// with each forward).
-    Structured { dims: usize },
-}
-
 /// Settings of [`PhysicsAttention`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PhysicsAttentionConfig {
@@ -61,7 +51,9 @@ pub struct PhysicsAttentionConfig {
     pub dim_head: i64,
     /// Slices G.
     pub slice_num: i64,
-    pub geometry: PhysicsGeometry,
+    /// Per-point linear projections on a point cloud (`Physics_Attention_Irregular_Mesh`),
+    /// convolutional ones over a structured grid.
+    pub geometry: Geometry,
 }
 
 impl PhysicsAttentionConfig {
@@ -73,7 +65,7 @@ impl PhysicsAttentionConfig {
                 self.dim, self.heads, self.dim_head, self.slice_num
             )));
         }
-        if let PhysicsGeometry::Structured { dims } = self.geometry {
+        if let Geometry::Structured { dims } = self.geometry {
             if !(1..=3).contains(&dims) {
                 return Err(Error::Config(format!(
                     "physics attention: a structured mesh has 1 to 3 axes, not {dims}"
@@ -92,12 +84,12 @@ impl PhysicsAttentionConfig {
         let inner = self.heads * self.dim_head;
         let project = |name: &str| -> Result<Projection> {
             Ok(match self.geometry {
-                PhysicsGeometry::Irregular => Projection::Points(LinearConfig::default().init(
+                Geometry::Unstructured => Projection::Points(LinearConfig::default().init(
                     &(path / name),
                     self.dim,
                     inner,
                 )),
-                PhysicsGeometry::Structured { dims } => Projection::Grid(
+                Geometry::Structured { dims } => Projection::Grid(
                     ConvConfig {
                         dims,
                         in_channels: self.dim,
@@ -199,16 +191,16 @@ impl PhysicsAttention {
             });
         }
         let grid: Option<Vec<i64>> = match (c.geometry, grid) {
-            (PhysicsGeometry::Irregular, _) => None,
-            (PhysicsGeometry::Structured { dims: 1 }, None) => Some(vec![n]),
-            (PhysicsGeometry::Structured { dims }, Some(g))
+            (Geometry::Unstructured, _) => None,
+            (Geometry::Structured { dims: 1 }, None) => Some(vec![n]),
+            (Geometry::Structured { dims }, Some(g))
                 if g.len() == dims
                     && g.iter().all(|&s| s > 0)
                     && g.iter().product::<i64>() == n =>
             {
                 Some(g.to_vec())
             }
-            (PhysicsGeometry::Structured { dims }, g) => {
+            (Geometry::Structured { dims }, g) => {
                 return Err(Error::Shape {
                     op: OP,
                     expected: format!("a {dims}-D grid shape of the {n} points"),
@@ -220,8 +212,8 @@ impl PhysicsAttention {
         let fx_mid = split_heads(&self.in_project_fx.forward(z, grid)?, c.heads)?;
         let x_mid = split_heads(&self.in_project_x.forward(z, grid)?, c.heads)?;
         let tau = match c.geometry {
-            PhysicsGeometry::Irregular => self.temperature.shallow_clone(),
-            PhysicsGeometry::Structured { .. } => self
+            Geometry::Unstructured => self.temperature.shallow_clone(),
+            Geometry::Structured { .. } => self
                 .temperature
                 .f_clamp(TEMPERATURE_RANGE.0, TEMPERATURE_RANGE.1)?,
         };
@@ -251,7 +243,7 @@ mod tests {
     use tch::nn::VarStore;
     use tch::{Device, Kind};
 
-    fn cfg(geometry: PhysicsGeometry) -> PhysicsAttentionConfig {
+    fn cfg(geometry: Geometry) -> PhysicsAttentionConfig {
         PhysicsAttentionConfig {
             dim: 6,
             heads: 2,
@@ -266,10 +258,7 @@ mod tests {
     /// grid), on a 2-D grid with temperatures outside the clamp range and on a point cloud.
     #[test]
     fn matches_loops_over_the_definition() {
-        for geometry in [
-            PhysicsGeometry::Irregular,
-            PhysicsGeometry::Structured { dims: 2 },
-        ] {
+        for geometry in [Geometry::Unstructured, Geometry::Structured { dims: 2 }] {
             tch::manual_seed(11);
             let mut vs = VarStore::new(Device::Cpu);
             let c = cfg(geometry);
@@ -305,12 +294,12 @@ mod tests {
                 let bias = get(&format!("{name}.bias"));
                 let mut acc = bias[o];
                 match geometry {
-                    PhysicsGeometry::Irregular => {
+                    Geometry::Unstructured => {
                         for i in 0..cdim {
                             acc += w[o * cdim + i] * zv[(b * n + p) * cdim + i];
                         }
                     }
-                    PhysicsGeometry::Structured { .. } => {
+                    Geometry::Structured { .. } => {
                         let (pi, pj) = ((p / s2 as usize) as i64, (p % s2 as usize) as i64);
                         for i in 0..cdim {
                             for (ki, di) in (-1i64..=1).enumerate() {
@@ -348,8 +337,8 @@ mod tests {
                 let mut merged = vec![vec![0.0; inner]; n];
                 for hh in 0..h {
                     let tau = match geometry {
-                        PhysicsGeometry::Irregular => temps[hh],
-                        PhysicsGeometry::Structured { .. } => temps[hh].clamp(0.1, 5.0),
+                        Geometry::Unstructured => temps[hh],
+                        Geometry::Structured { .. } => temps[hh].clamp(0.1, 5.0),
                     };
                     let fxm: Vec<Vec<f64>> = (0..n)
                         .map(|p| {
@@ -421,8 +410,8 @@ mod tests {
     #[test]
     fn the_clamp_is_structured_only() {
         for (geometry, zero) in [
-            (PhysicsGeometry::Structured { dims: 1 }, true),
-            (PhysicsGeometry::Irregular, false),
+            (Geometry::Structured { dims: 1 }, true),
+            (Geometry::Unstructured, false),
         ] {
             let vs = VarStore::new(Device::Cpu);
             let attn = cfg(geometry).init(&vs.root()).unwrap();
@@ -438,7 +427,7 @@ mod tests {
     #[test]
     fn refuses_bad_inputs() {
         let vs = VarStore::new(Device::Cpu);
-        let attn = cfg(PhysicsGeometry::Structured { dims: 2 })
+        let attn = cfg(Geometry::Structured { dims: 2 })
             .init(&vs.root())
             .unwrap();
         let z = Tensor::randn([1, 6, 6], (Kind::Float, Device::Cpu));
@@ -450,7 +439,7 @@ mod tests {
         assert!(attn.forward(&wide, Some(&[2, 3])).is_err());
         assert!(PhysicsAttentionConfig {
             slice_num: 0,
-            ..cfg(PhysicsGeometry::Irregular)
+            ..cfg(Geometry::Unstructured)
         }
         .init(&vs.root())
         .is_err());

@@ -7,7 +7,7 @@
 use tch::nn::{Init, Path};
 use tch::Tensor;
 
-use crate::conv::torch_linear;
+use crate::linear::torch_linear;
 use crate::linear::Linear;
 use crate::{Error, Result};
 use ono_kernels::spectral::spectral_conv;

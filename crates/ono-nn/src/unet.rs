@@ -20,6 +20,7 @@
 //! and ReLU. Variables under the reference names: `inc.double_conv.{0,1,3,4}.*`,
 //! `down{k}.maxpool_conv.1.double_conv.*`, `up{k}.conv.double_conv.*`, `outc.conv.*`.
 
+use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 use tch::Tensor;
 
@@ -28,14 +29,26 @@ use crate::norm::{BatchNorm, InstanceNorm};
 use crate::{Error, Result};
 
 /// The norm of every DoubleConv: NSL's `normtype`, "bn" for steady tasks and "in" (for
-/// stability) for the time-dependent ones (`models/U_Net.py`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// stability) for the time-dependent ones (`models/U_Net.py`, `models/LSM.py`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum UNetNorm {
     /// `BatchNorm{D}d`: batch statistics and a running update in training, the running ones in
     /// evaluation.
     Batch,
     /// `InstanceNorm{D}d(affine = True)`: per sample and channel, the same in both modes.
     Instance,
+}
+
+impl UNetNorm {
+    /// NSL's choice from `args.task`: `normtype = 'bn' if args.task == 'steady' else 'in'`.
+    pub fn of_task(task: Option<&str>) -> Self {
+        if task == Some("steady") {
+            Self::Batch
+        } else {
+            Self::Instance
+        }
+    }
 }
 
 /// One norm of a DoubleConv.

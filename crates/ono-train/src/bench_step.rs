@@ -5,7 +5,8 @@
 use std::time::Instant;
 
 use ono_kernels::{health, host};
-use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Preset, Recompute};
+use ono_models::ono::OnoPreset;
+use ono_models::{DataDims, LossError, Model, ModelConfig, ModelInput, Recompute};
 use ono_nn::Precision;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -16,15 +17,15 @@ use crate::{loss, Error, Result};
 
 /// Points per sample and, for Darcy's derivative loss, the square grid side of each ONO preset's
 /// benchmark (docs/reference-implementations.md#ono-training-recipes).
-pub fn preset_points(preset: Preset) -> (i64, Option<i64>) {
+pub fn preset_points(preset: OnoPreset) -> (i64, Option<i64>) {
     match preset {
-        Preset::Darcy => (85 * 85, Some(85)),
-        Preset::Ns2d | Preset::TimeExtrapolation => (64 * 64, None),
-        Preset::Airfoil => (221 * 51, None),
-        Preset::Pipe => (129 * 129, None),
-        Preset::Elasticity => (972, None),
-        Preset::Plasticity => (101 * 31, None),
-        Preset::SuperResolution => (43 * 43, None),
+        OnoPreset::Darcy => (85 * 85, Some(85)),
+        OnoPreset::Ns2d | OnoPreset::TimeExtrapolation => (64 * 64, None),
+        OnoPreset::Airfoil => (221 * 51, None),
+        OnoPreset::Pipe => (129 * 129, None),
+        OnoPreset::Elasticity => (972, None),
+        OnoPreset::Plasticity => (101 * 31, None),
+        OnoPreset::SuperResolution => (43 * 43, None),
     }
 }
 
@@ -58,7 +59,7 @@ impl std::str::FromStr for StepRecipe {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepShapes {
     /// The ONO preset (and so the benchmark) the shapes come from.
-    pub preset: Preset,
+    pub preset: OnoPreset,
     /// Samples per step.
     pub batch: i64,
     /// Points per sample.
@@ -73,17 +74,17 @@ pub struct StepShapes {
 
 impl StepShapes {
     /// The shapes of `preset`'s benchmark.
-    pub fn of(preset: Preset) -> Self {
+    pub fn of(preset: OnoPreset) -> Self {
         let cfg = preset.config();
         let (points, square) = preset_points(preset);
         let grid = match preset {
-            Preset::Darcy => Some([85, 85]),
-            Preset::Ns2d | Preset::TimeExtrapolation => Some([64, 64]),
-            Preset::Airfoil => Some([221, 51]),
-            Preset::Pipe => Some([129, 129]),
-            Preset::Plasticity => Some([101, 31]),
-            Preset::SuperResolution => Some([43, 43]),
-            Preset::Elasticity => None,
+            OnoPreset::Darcy => Some([85, 85]),
+            OnoPreset::Ns2d | OnoPreset::TimeExtrapolation => Some([64, 64]),
+            OnoPreset::Airfoil => Some([221, 51]),
+            OnoPreset::Pipe => Some([129, 129]),
+            OnoPreset::Plasticity => Some([101, 31]),
+            OnoPreset::SuperResolution => Some([43, 43]),
+            OnoPreset::Elasticity => None,
         };
         Self {
             preset,

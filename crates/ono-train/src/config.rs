@@ -81,7 +81,7 @@ pub struct ModelSection {
     /// experiment file written before there were several stays valid (and keeps its fingerprint).
     #[serde(default = "default_arch", skip_serializing_if = "is_default_arch")]
     pub arch: String,
-    /// One of the architecture's presets (ONO: `darcy`, `ns`, `elasticity`, ...; mlp: `default`,
+    /// One of the architecture's presets (ONO: `darcy`, `ns2d`, `elasticity`, ...; mlp: `default`,
     /// `small`). Absent: the architecture's default configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,

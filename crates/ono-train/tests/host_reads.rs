@@ -8,7 +8,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use ono_models::{ModelConfig, Preset};
+use ono_models::ono::OnoPreset;
+use ono_models::ModelConfig;
 use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
 use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
@@ -146,7 +147,7 @@ fn bench_step_reads_nothing_inside_its_steps() {
         ono_models::Recompute::Blocks,
         ono_models::Recompute::Selective,
     ] {
-        let mut shapes = StepShapes::of(Preset::Elasticity);
+        let mut shapes = StepShapes::of(OnoPreset::Elasticity);
         shapes.batch = 2;
         let r = bench_step(
             &config,

@@ -200,21 +200,22 @@ fn precision_is_read_written_only_when_not_f32_and_checked() {
 /// bfloat16 and in float16 (with the loss scaler).
 #[test]
 fn every_architecture_runs_in_bf16_and_f16() {
-    use ono_models::{Model, ModelConfig, ModelInput, Preset};
+    use ono_models::ono::OnoPreset;
+    use ono_models::{Model, ModelConfig, ModelInput};
     use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
     let _rng = torch_rng_lock();
     let cases = [
-        ("ono", "super_resolution", "n_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4\nnn_block = \"linear_transformer\"", Preset::SuperResolution),
-        ("ono", "super_resolution", "n_layers = 1\nn_hidden = 16\nn_head = 2\npsi_dim = 4\nnn_block = \"nystrom\"", Preset::SuperResolution),
-        ("mlp", "small", "", Preset::SuperResolution),
-        ("fno2d", "darcy", "width = 4\nmodes = [4, 4]", Preset::SuperResolution),
-        ("ufno", "darcy", "n_hidden = 4\nmodes = 4", Preset::SuperResolution),
-        ("ffno", "darcy", "n_hidden = 4\nmodes = 4\nn_layers = 1", Preset::SuperResolution),
-        ("lsm", "darcy", "n_hidden = 4\nn_heads = 2", Preset::SuperResolution),
-        ("transolver", "darcy", "n_hidden = 8\nn_heads = 2\nn_layers = 1\nslice_num = 4", Preset::SuperResolution),
-        ("gnot", "gnot_e3", "n_hidden = 8\nn_layers = 1\nn_head = 2\nn_inner = 2", Preset::SuperResolution),
-        ("galerkin", "darcy", "n_hidden = 8\nn_head = 2\nnum_encoder_layers = 1\ndim_feedforward = 16\nscaler_grids = { fine = 43, coarse = 22, scale_factor = false }", Preset::SuperResolution),
-        ("geofno", "elasticity", "width = 4\nmodes = [4, 4]", Preset::Elasticity),
+        ("ono", "super_resolution", "n_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4\nnn_block = \"linear_transformer\"", OnoPreset::SuperResolution),
+        ("ono", "super_resolution", "n_layers = 1\nn_hidden = 16\nn_head = 2\npsi_dim = 4\nnn_block = \"nystrom\"", OnoPreset::SuperResolution),
+        ("mlp", "small", "", OnoPreset::SuperResolution),
+        ("fno2d", "darcy", "width = 4\nmodes = [4, 4]", OnoPreset::SuperResolution),
+        ("ufno", "darcy", "n_hidden = 4\nmodes = 4", OnoPreset::SuperResolution),
+        ("ffno", "darcy", "n_hidden = 4\nmodes = 4\nn_layers = 1", OnoPreset::SuperResolution),
+        ("lsm", "darcy", "n_hidden = 4\nn_heads = 2", OnoPreset::SuperResolution),
+        ("transolver", "darcy", "n_hidden = 8\nn_heads = 2\nn_layers = 1\nslice_num = 4", OnoPreset::SuperResolution),
+        ("gnot", "gnot_e3", "n_hidden = 8\nn_layers = 1\nn_head = 2\nn_inner = 2", OnoPreset::SuperResolution),
+        ("galerkin", "darcy", "n_hidden = 8\nn_head = 2\nnum_encoder_layers = 1\ndim_feedforward = 16\nscaler_grids = { fine = 43, coarse = 22, scale_factor = false }", OnoPreset::SuperResolution),
+        ("geofno", "elasticity", "width = 4\nmodes = [4, 4]", OnoPreset::Elasticity),
     ];
     for (arch, preset, overrides, shapes) in cases {
         let base = ModelConfig::preset(arch, preset).unwrap();

@@ -1,7 +1,11 @@
 //! Configuration of the grid FNO (`fno1d`, `fno2d`, `fno3d`).
 
 use serde::{Deserialize, Serialize};
+use tch::nn::Path;
 
+use super::Fno;
+use crate::arch::{ArchConfig, DataDims};
+use crate::operator::NeuralOperator;
 use crate::{Error, Result};
 
 /// The configuration of `fno{D}d`: the [`FnoSettings`] (serialized as they are), checked
@@ -83,9 +87,24 @@ impl<const D: usize> FnoConfig<D> {
     pub fn in_channels(&self) -> i64 {
         self.pos_input as i64 * self.space_dim + self.fun_dim + D as i64
     }
+}
 
-    pub(crate) fn check(&self, arch: &str) -> Result<()> {
-        let bad = |msg: String| Err(Error::Config(format!("{arch}: {msg}")));
+impl<const D: usize> Default for FnoConfig<D> {
+    /// The first preset of the dimension (Burgers, Darcy, NS-3D).
+    fn default() -> Self {
+        super::presets::base()
+    }
+}
+
+impl<const D: usize> ArchConfig for FnoConfig<D> {
+    const ARCH: &'static str = match D {
+        1 => "fno1d",
+        2 => "fno2d",
+        _ => "fno3d",
+    };
+
+    fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(format!("{}: {msg}", Self::ARCH)));
         if self.modes.len() != D || self.modes.iter().any(|&m| m < 1) {
             return bad(format!(
                 "modes must be {D} positive numbers, got {:?}",
@@ -115,11 +134,12 @@ impl<const D: usize> FnoConfig<D> {
         }
         Ok(())
     }
-}
 
-impl<const D: usize> Default for FnoConfig<D> {
-    /// The first preset of the dimension (Burgers, Darcy, NS-3D).
-    fn default() -> Self {
-        super::presets::base()
+    fn set_data_dims(&mut self, dims: DataDims) {
+        (self.space_dim, self.fun_dim, self.out_dim) = dims.channels();
+    }
+
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(Fno::new(path, self)?))
     }
 }

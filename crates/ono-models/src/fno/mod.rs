@@ -24,11 +24,12 @@ use ono_kernels::health;
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::arch::{ArchConfig, DataDims};
+use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
-use ono_nn::conv::{torch_linear, Conv, ConvConfig};
+use ono_nn::conv::{Conv, ConvConfig};
 use ono_nn::grid::{crop, grid_to_points, index_grid, pad_end, points_to_grid};
+use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::norm::BatchNorm;
 use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
@@ -52,7 +53,7 @@ impl<const D: usize> Fno<D> {
     /// Builds the layers in the reference's construction order, with its initialisation
     /// (PyTorch defaults; spectral weights `U[0, 1/(width²))`).
     pub fn new(path: &Path, cfg: &FnoConfig<D>) -> Result<Self> {
-        cfg.check(FnoConfig::<D>::ARCH)?;
+        cfg.validate()?;
         let w = cfg.width;
         let fc0 = torch_linear(&(path / "fc0"), cfg.in_channels(), w, true);
         let convs = (0..cfg.n_layers)
@@ -230,44 +231,6 @@ impl<const D: usize> Fno<D> {
         })?;
         let h = points_to_grid(&self.fc0.forward(&x)?, &shape)?;
         Ok((pad_end(&h, &c.padding)?, shape))
-    }
-}
-
-impl<const D: usize> ArchConfig for FnoConfig<D> {
-    const ARCH: &'static str = match D {
-        1 => "fno1d",
-        2 => "fno2d",
-        _ => "fno3d",
-    };
-
-    fn preset_names() -> &'static [&'static str] {
-        presets::names(D)
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.check(Self::ARCH)
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(Fno::new(path, self)?))
-    }
-
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        reference::claims::<D>(json)
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config::<D>(json)
     }
 }
 

@@ -6,17 +6,11 @@ use serde_json::Value;
 use tch::Tensor;
 
 use super::{Fno, FnoConfig, FnoSettings};
+use crate::arch::FromReference;
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::{Error, Result};
 use ono_nn::grid::index_grid;
 use ono_nn::weights::NamedTensors;
-
-/// The original FNO scripts (family `fno`) and Geo-FNO's structured-mesh scripts (family
-/// `geofno`) whose model class is `FNO{D}d`.
-pub(super) fn claims<const D: usize>(json: &Value) -> bool {
-    matches!(json["family"].as_str(), Some("fno" | "geofno"))
-        && json["model_class"].as_str() == Some(&format!("FNO{D}d"))
-}
 
 fn last_dim(json: &Value, key: &str) -> Result<i64> {
     json["tensors"][key]["shape"]
@@ -24,47 +18,6 @@ fn last_dim(json: &Value, key: &str) -> Result<i64> {
         .and_then(|s| s.last())
         .and_then(Value::as_i64)
         .ok_or_else(|| Error::Config(format!("the fixture lists no shape of {key}")))
-}
-
-/// The constructor arguments (`modes` or `modes1..modes{D}`, `width`) and the constants of the
-/// script the family and class name: padding, input channels, unused BatchNorms.
-pub(super) fn config<const D: usize>(json: &Value) -> Result<FnoConfig<D>> {
-    let kw = &json["constructor_kwargs"];
-    let get = |k: &str| {
-        kw[k]
-            .as_i64()
-            .ok_or_else(|| Error::Config(format!("constructor_kwargs.{k} is missing")))
-    };
-    let modes = if D == 1 {
-        vec![get("modes")?]
-    } else {
-        (1..=D)
-            .map(|j| get(&format!("modes{j}")))
-            .collect::<Result<Vec<_>>>()?
-    };
-    let geo = json["family"].as_str() == Some("geofno");
-    let padding = match (geo, D) {
-        (false, 1) => vec![0],
-        (false, 2) => vec![9, 9],
-        (false, _) => vec![0, 0, 6],
-        (true, 2) => vec![8, 8],
-        (true, _) => vec![5, 5, 5],
-    };
-    let channels = last_dim(json, "input.x")?;
-    // Geo-FNO's 2-D scripts feed the mesh coordinates; its plasticity script the die profile.
-    let pos_input = geo && D == 2;
-    Ok(FnoConfig(FnoSettings {
-        space_dim: if pos_input { channels } else { D as i64 },
-        fun_dim: if pos_input { 0 } else { channels },
-        out_dim: last_dim(json, "output.eval")?,
-        modes,
-        width: get("width")?,
-        n_layers: 4,
-        padding,
-        pos_input,
-        proj_hidden: 128,
-        unused_batchnorms: json.get("buffers").is_some(),
-    }))
 }
 
 /// `model(x)`: x (B, n_1, …, n_D, C) is the mesh coordinates with `pos_input`, else the input
@@ -97,4 +50,54 @@ pub(super) fn forward<const D: usize>(
         ModelInput::new(&grid, &x)
     };
     NeuralOperator::forward(model, &input.with_grid(Some(shape)), train)
+}
+
+impl<const D: usize> FromReference for FnoConfig<D> {
+    /// The original FNO scripts (family `fno`) and Geo-FNO's structured-mesh scripts (family
+    /// `geofno`) whose model class is `FNO{D}d`.
+    fn claims_reference(json: &Value) -> bool {
+        matches!(json["family"].as_str(), Some("fno" | "geofno"))
+            && json["model_class"].as_str() == Some(&format!("FNO{D}d"))
+    }
+
+    /// The constructor arguments (`modes` or `modes1..modes{D}`, `width`) and the constants of the
+    /// script the family and class name: padding, input channels, unused BatchNorms.
+    fn from_reference(json: &Value) -> Result<Self> {
+        let kw = &json["constructor_kwargs"];
+        let get = |k: &str| {
+            kw[k]
+                .as_i64()
+                .ok_or_else(|| Error::Config(format!("constructor_kwargs.{k} is missing")))
+        };
+        let modes = if D == 1 {
+            vec![get("modes")?]
+        } else {
+            (1..=D)
+                .map(|j| get(&format!("modes{j}")))
+                .collect::<Result<Vec<_>>>()?
+        };
+        let geo = json["family"].as_str() == Some("geofno");
+        let padding = match (geo, D) {
+            (false, 1) => vec![0],
+            (false, 2) => vec![9, 9],
+            (false, _) => vec![0, 0, 6],
+            (true, 2) => vec![8, 8],
+            (true, _) => vec![5, 5, 5],
+        };
+        let channels = last_dim(json, "input.x")?;
+        // Geo-FNO's 2-D scripts feed the mesh coordinates; its plasticity script the die profile.
+        let pos_input = geo && D == 2;
+        Ok(FnoConfig(FnoSettings {
+            space_dim: if pos_input { channels } else { D as i64 },
+            fun_dim: if pos_input { 0 } else { channels },
+            out_dim: last_dim(json, "output.eval")?,
+            modes,
+            width: get("width")?,
+            n_layers: 4,
+            padding,
+            pos_input,
+            proj_hidden: 128,
+            unused_batchnorms: json.get("buffers").is_some(),
+        }))
+    }
 }

@@ -1,8 +1,12 @@
 //! Configuration of Cao's Galerkin / Fourier Transformer (`arch = "galerkin"`).
 
 use serde::{Deserialize, Serialize};
+use tch::nn::Path;
 
 use super::scaler_sizes::{get_scaler_sizes, ScalerSizes};
+use super::GalerkinTransformer;
+use crate::arch::{ArchConfig, DataDims};
+use crate::operator::NeuralOperator;
 use crate::{Error, Result};
 pub use ono_nn::galerkin_attention::{AttentionDropout, GalerkinAttentionKind};
 pub use ono_nn::interp_scaler::ScalerActivation;
@@ -164,8 +168,85 @@ pub struct GalerkinConfig {
 }
 
 impl GalerkinConfig {
-    pub(crate) fn check(&self, arch: &str) -> Result<()> {
+    /// The interpolation sizes of `FourierTransformer2D` (from [`ScalerGrids`] or the explicit
+    /// sizes), or [`Error::Config`] naming the fix.
+    pub fn scaler_sizes(&self) -> Result<ScalerSizes> {
+        self.scaler_sizes_in("galerkin")
+    }
+
+    fn scaler_sizes_in(&self, arch: &str) -> Result<ScalerSizes> {
         let bad = |msg: String| Err(Error::Config(format!("{arch}: {msg}")));
+        match (self.scaler_grids, self.downscaler_size, self.upscaler_size) {
+            (Some(g), None, None) => {
+                let sizes = get_scaler_sizes(g.fine, g.coarse, g.scale_factor)?;
+                if sizes.down[1] != [g.coarse, g.coarse] {
+                    return bad(format!(
+                        "scaler_grids {g:?}: the scale-factor path interpolates by f = {:?} \
+                         twice, {} → {} → {}, which misses the coarse grid {}; give explicit \
+                         downscaler_size and upscaler_size (or scale_factor = false) instead",
+                        sizes.factor.unwrap_or_default(),
+                        g.fine,
+                        sizes.down[0][0],
+                        sizes.down[1][0],
+                        g.coarse
+                    ));
+                }
+                let up = match g.output {
+                    OutputGrid::Fine => sizes.up,
+                    OutputGrid::Coarse => [[g.coarse, g.coarse]; 2],
+                };
+                let sizes = ScalerSizes { up, ..sizes };
+                if sizes.down.iter().chain(&sizes.up).flatten().any(|&s| s < 1) {
+                    return bad(format!(
+                        "scaler_grids {g:?} give the sizes {sizes:?}: too small a grid"
+                    ));
+                }
+                Ok(sizes)
+            }
+            (Some(_), _, _) => bad(
+                "give either scaler_grids or explicit downscaler_size and upscaler_size, not both \
+                 (the darcy presets set scaler_grids: override scaler_grids, e.g. with \
+                 scale_factor = false, or give the explicit sizes without a preset)"
+                    .into(),
+            ),
+            (None, Some(down), Some(up)) if down.iter().chain(&up).flatten().all(|&s| s > 0) => {
+                Ok(ScalerSizes {
+                    factor: None,
+                    down,
+                    up,
+                })
+            }
+            (None, down, up) => bad(format!(
+                "fourier_transformer2d needs scaler_grids, or positive downscaler_size and \
+                 upscaler_size; got {down:?} and {up:?}"
+            )),
+        }
+    }
+}
+
+impl GalerkinConfig {
+    /// The dimension of the grid the decoder's FFTs run over: 2 for `FourierTransformer2D`
+    /// (whatever the coordinate channels), else the coordinates' dimension.
+    pub fn grid_dims(&self) -> usize {
+        match self.model {
+            GalerkinModel::FourierTransformer2d => 2,
+            GalerkinModel::SimpleTransformer => self.space_dim.max(0) as usize,
+        }
+    }
+}
+
+impl Default for GalerkinConfig {
+    /// The `burgers` preset.
+    fn default() -> Self {
+        super::presets::base()
+    }
+}
+
+impl ArchConfig for GalerkinConfig {
+    const ARCH: &'static str = super::ARCH;
+
+    fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(format!("{}: {msg}", Self::ARCH)));
         if self.space_dim < 1
             || (self.model == GalerkinModel::SimpleTransformer && self.space_dim > 2)
         {
@@ -250,7 +331,7 @@ impl GalerkinConfig {
         if self.n_hidden < 3 {
             return bad("the downscaler splits n_hidden in three: at least 3".into());
         }
-        let sizes = self.scaler_sizes_in(arch)?;
+        let sizes = self.scaler_sizes()?;
         // The spectral decoder's rFFT2 runs over the output grid: m rows, m of the n/2 + 1
         // columns.
         let [o1, o2] = sizes.output_grid();
@@ -264,76 +345,11 @@ impl GalerkinConfig {
         Ok(())
     }
 
-    /// The interpolation sizes of `FourierTransformer2D` (from [`ScalerGrids`] or the explicit
-    /// sizes), or [`Error::Config`] naming the fix.
-    pub fn scaler_sizes(&self) -> Result<ScalerSizes> {
-        self.scaler_sizes_in("galerkin")
+    fn set_data_dims(&mut self, dims: DataDims) {
+        (self.space_dim, self.fun_dim, self.out_dim) = dims.channels();
     }
 
-    fn scaler_sizes_in(&self, arch: &str) -> Result<ScalerSizes> {
-        let bad = |msg: String| Err(Error::Config(format!("{arch}: {msg}")));
-        match (self.scaler_grids, self.downscaler_size, self.upscaler_size) {
-            (Some(g), None, None) => {
-                let sizes = get_scaler_sizes(g.fine, g.coarse, g.scale_factor)?;
-                if sizes.down[1] != [g.coarse, g.coarse] {
-                    return bad(format!(
-                        "scaler_grids {g:?}: the scale-factor path interpolates by f = {:?} \
-                         twice, {} → {} → {}, which misses the coarse grid {}; give explicit \
-                         downscaler_size and upscaler_size (or scale_factor = false) instead",
-                        sizes.factor.unwrap_or_default(),
-                        g.fine,
-                        sizes.down[0][0],
-                        sizes.down[1][0],
-                        g.coarse
-                    ));
-                }
-                let up = match g.output {
-                    OutputGrid::Fine => sizes.up,
-                    OutputGrid::Coarse => [[g.coarse, g.coarse]; 2],
-                };
-                let sizes = ScalerSizes { up, ..sizes };
-                if sizes.down.iter().chain(&sizes.up).flatten().any(|&s| s < 1) {
-                    return bad(format!(
-                        "scaler_grids {g:?} give the sizes {sizes:?}: too small a grid"
-                    ));
-                }
-                Ok(sizes)
-            }
-            (Some(_), _, _) => bad(
-                "give either scaler_grids or explicit downscaler_size and upscaler_size, not both \
-                 (the darcy presets set scaler_grids: override scaler_grids, e.g. with \
-                 scale_factor = false, or give the explicit sizes without a preset)"
-                    .into(),
-            ),
-            (None, Some(down), Some(up)) if down.iter().chain(&up).flatten().all(|&s| s > 0) => {
-                Ok(ScalerSizes {
-                    factor: None,
-                    down,
-                    up,
-                })
-            }
-            (None, down, up) => bad(format!(
-                "fourier_transformer2d needs scaler_grids, or positive downscaler_size and \
-                 upscaler_size; got {down:?} and {up:?}"
-            )),
-        }
-    }
-}
-
-impl GalerkinConfig {
-    /// The dimension of the grid the decoder's FFTs run over: 2 for `FourierTransformer2D`
-    /// (whatever the coordinate channels), else the coordinates' dimension.
-    pub fn grid_dims(&self) -> usize {
-        match self.model {
-            GalerkinModel::FourierTransformer2d => 2,
-            GalerkinModel::SimpleTransformer => self.space_dim.max(0) as usize,
-        }
-    }
-}
-
-impl Default for GalerkinConfig {
-    /// The `burgers` preset.
-    fn default() -> Self {
-        super::presets::base()
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(GalerkinTransformer::new(path, self)?))
     }
 }

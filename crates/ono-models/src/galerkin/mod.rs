@@ -38,12 +38,12 @@ use ono_kernels::health;
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
-use crate::arch::{ArchConfig, DataDims};
+use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
-use ono_nn::conv::torch_linear;
 use ono_nn::galerkin_attention::{GalerkinAttention, GalerkinAttentionConfig};
 use ono_nn::interp_scaler::{InterpDownscaler, InterpUpscaler};
+use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::residual_spectral_conv::{ResidualSpectralConv, ResidualSpectralConvConfig};
 use ono_nn::Linear;
@@ -151,7 +151,7 @@ pub struct GalerkinTransformer {
 impl GalerkinTransformer {
     /// Builds the layers in the reference's construction order, with its initialisation.
     pub fn new(path: &Path, cfg: &GalerkinConfig) -> Result<Self> {
-        cfg.check(ARCH)?;
+        cfg.validate()?;
         let two_d = cfg.model == GalerkinModel::FourierTransformer2d;
         let (mut feat, mut scalers) = (None, None);
         if two_d {
@@ -557,40 +557,6 @@ impl GalerkinTransformer {
         Ok(x.f_narrow(1, 1, (s[1] - 2).max(0))?
             .f_narrow(2, 1, (s[2] - 2).max(0))?
             .f_constant_pad_nd([0, 0, 1, 1, 1, 1])?)
-    }
-}
-
-impl ArchConfig for GalerkinConfig {
-    const ARCH: &'static str = ARCH;
-
-    fn preset_names() -> &'static [&'static str] {
-        &presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.check(ARCH)
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(GalerkinTransformer::new(path, self)?))
-    }
-
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        reference::claims(json)
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config(json)
     }
 }
 

@@ -10,7 +10,7 @@ use tch::Tensor;
 
 use super::config::RegressorActivation;
 use crate::{Error, Result};
-use ono_nn::conv::torch_linear;
+use ono_nn::linear::torch_linear;
 use ono_nn::Linear;
 
 /// Settings of [`PointwiseRegressor`].

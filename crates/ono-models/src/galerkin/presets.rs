@@ -6,8 +6,7 @@ use super::config::{
     AttentionDropout, FfnActivation, GalerkinAttentionKind, GalerkinConfig, GalerkinDecoder,
     GalerkinModel, OutputGrid, RegressorActivation, ScalerActivation, ScalerGrids,
 };
-use crate::arch::normalize_preset_name;
-use crate::{Error, Result};
+use crate::arch::Presets;
 
 /// The preset names.
 pub const NAMES: [&str; 5] = [
@@ -57,63 +56,63 @@ pub(crate) fn base() -> GalerkinConfig {
     }
 }
 
-/// A preset by name (case-insensitive).
-pub(crate) fn by_name(name: &str) -> Result<GalerkinConfig> {
-    match normalize_preset_name(name).as_str() {
-        "burgers" => Ok(base()),
-        // config.yml's own attention for ex1; the README's Fourier commands pass
-        // --xavier-init 0.001.
-        "burgers_fourier" => Ok(GalerkinConfig {
-            attention_type: GalerkinAttentionKind::Fourier,
-            xavier_init: 1e-3,
-            ..base()
-        }),
-        // ex2_darcy at the paper's 141/43: d = 128, H = 4, 6 layers, d_ff 256, freq_dim 32, 12
-        // modes (2,220,829 parameters). The interpolation sizes come from the grids by the
-        // reference's default scale-factor path (factor 0.555: 141 → 78 → 43, up 77 → 141);
-        // norm_eps 1e-7 by ex2_darcy.py's rule (n_f < 211).
-        "darcy" => Ok(darcy(141, 43, 1e-7)),
-        // The same at the paper's 211/61 (factor 0.54: 211 → 113 → 61, up 113 → 211); norm_eps
-        // 1e-5 by ex2_darcy.py's rule (Galerkin attention and n_f ≥ 211).
-        "darcy_211" => Ok(darcy(211, 61, 1e-5)),
-        // ex3_darcy_inv at the paper's 141/36: d = 192, H = 4, 6 layers, d_ff 384, Galerkin
-        // attention, η = δ = 0.01, norm_eps 1e-7, every dropout 0.05; the downscaler by the
-        // scale-factor path (factor 0.51: 141 → 71 → 36), the upscaler a conv block at 36×36
-        // (ex3 L74: ((n_c, n_c), (n_c, n_c))), so the output is on the coarse grid; the pointwise
-        // decoder with one SiLU layer; free boundary. ex3 sets no scaler activation: both
-        // default to SiLU in Interp2dEncoder/Interp2dUpsample. 2,383,873 parameters.
-        "darcy_inverse" => Ok(GalerkinConfig {
-            model: GalerkinModel::FourierTransformer2d,
-            space_dim: 2,
-            n_hidden: 192,
-            n_head: 4,
-            num_encoder_layers: 6,
-            dim_feedforward: 384,
-            norm_eps: 1e-7,
-            decoder: GalerkinDecoder::Pointwise,
-            regressor_activation: RegressorActivation::Silu,
-            num_regressor_layers: 1,
-            dropout: 0.05,
-            encoder_dropout: 0.05,
-            ffn_dropout: 0.05,
-            decoder_dropout: 0.05,
-            scaler_grids: Some(ScalerGrids {
-                fine: 141,
-                coarse: 36,
-                output: OutputGrid::Coarse,
-                scale_factor: true,
+impl Presets for GalerkinConfig {
+    const NAMES: &'static [&'static str] = &NAMES;
+
+    fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "burgers" => Some(base()),
+            // config.yml's own attention for ex1; the README's Fourier commands pass
+            // --xavier-init 0.001.
+            "burgers_fourier" => Some(GalerkinConfig {
+                attention_type: GalerkinAttentionKind::Fourier,
+                xavier_init: 1e-3,
+                ..base()
             }),
-            downscaler_activation: ScalerActivation::Silu,
-            upscaler_activation: ScalerActivation::Silu,
-            downscaler_dropout: 0.05,
-            upscaler_dropout: 0.05,
-            dirichlet: false,
-            ..base()
-        }),
-        _ => Err(Error::Config(format!(
-            "unknown galerkin preset {name:?}; known: {}",
-            NAMES.join(", ")
-        ))),
+            // ex2_darcy at the paper's 141/43: d = 128, H = 4, 6 layers, d_ff 256, freq_dim 32, 12
+            // modes (2,220,829 parameters). The interpolation sizes come from the grids by the
+            // reference's default scale-factor path (factor 0.555: 141 → 78 → 43, up 77 → 141);
+            // norm_eps 1e-7 by ex2_darcy.py's rule (n_f < 211).
+            "darcy" => Some(darcy(141, 43, 1e-7)),
+            // The same at the paper's 211/61 (factor 0.54: 211 → 113 → 61, up 113 → 211); norm_eps
+            // 1e-5 by ex2_darcy.py's rule (Galerkin attention and n_f ≥ 211).
+            "darcy_211" => Some(darcy(211, 61, 1e-5)),
+            // ex3_darcy_inv at the paper's 141/36: d = 192, H = 4, 6 layers, d_ff 384, Galerkin
+            // attention, η = δ = 0.01, norm_eps 1e-7, every dropout 0.05; the downscaler by the
+            // scale-factor path (factor 0.51: 141 → 71 → 36), the upscaler a conv block at 36×36
+            // (ex3 L74: ((n_c, n_c), (n_c, n_c))), so the output is on the coarse grid; the pointwise
+            // decoder with one SiLU layer; free boundary. ex3 sets no scaler activation: both
+            // default to SiLU in Interp2dEncoder/Interp2dUpsample. 2,383,873 parameters.
+            "darcy_inverse" => Some(GalerkinConfig {
+                model: GalerkinModel::FourierTransformer2d,
+                space_dim: 2,
+                n_hidden: 192,
+                n_head: 4,
+                num_encoder_layers: 6,
+                dim_feedforward: 384,
+                norm_eps: 1e-7,
+                decoder: GalerkinDecoder::Pointwise,
+                regressor_activation: RegressorActivation::Silu,
+                num_regressor_layers: 1,
+                dropout: 0.05,
+                encoder_dropout: 0.05,
+                ffn_dropout: 0.05,
+                decoder_dropout: 0.05,
+                scaler_grids: Some(ScalerGrids {
+                    fine: 141,
+                    coarse: 36,
+                    output: OutputGrid::Coarse,
+                    scale_factor: true,
+                }),
+                downscaler_activation: ScalerActivation::Silu,
+                upscaler_activation: ScalerActivation::Silu,
+                downscaler_dropout: 0.05,
+                upscaler_dropout: 0.05,
+                dirichlet: false,
+                ..base()
+            }),
+            _ => None,
+        }
     }
 }
 

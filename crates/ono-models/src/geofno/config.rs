@@ -1,7 +1,11 @@
 //! Configuration of Geo-FNO on point clouds (`geofno`).
 
 use serde::{Deserialize, Serialize};
+use tch::nn::Path;
 
+use super::GeoFno;
+use crate::arch::{ArchConfig, DataDims};
+use crate::operator::NeuralOperator;
 use crate::{Error, Result};
 
 /// `FNO2d(modes1, modes2, width, in_channels=2, out_channels, is_mesh=True, s1, s2)` and
@@ -35,7 +39,7 @@ pub struct GeoFnoConfig {
 
 impl Default for GeoFnoConfig {
     fn default() -> Self {
-        super::presets::by_name("elasticity").expect("the elasticity preset exists")
+        <Self as crate::arch::Presets>::by_name("elasticity").expect("the elasticity preset exists")
     }
 }
 
@@ -51,8 +55,12 @@ impl GeoFnoConfig {
     pub fn code_dim(&self) -> i64 {
         self.fun_dim - if self.mesh_in_pos() { 0 } else { 2 }
     }
+}
 
-    pub(crate) fn check(&self) -> Result<()> {
+impl ArchConfig for GeoFnoConfig {
+    const ARCH: &'static str = "geofno";
+
+    fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(format!("geofno: {msg}")));
         let [m1, m2] = self.modes;
         let [s1, s2] = self.latent;
@@ -76,5 +84,13 @@ impl GeoFnoConfig {
             ));
         }
         Ok(())
+    }
+
+    fn set_data_dims(&mut self, dims: DataDims) {
+        (self.space_dim, self.fun_dim, self.out_dim) = dims.channels();
+    }
+
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(GeoFno::new(path, self)?))
     }
 }

@@ -39,13 +39,14 @@ use ono_kernels::health;
 use tch::nn::Path;
 use tch::Tensor;
 
-use crate::arch::{ArchConfig, DataDims};
+use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
-use ono_nn::conv::{torch_linear, Conv, ConvConfig};
+use ono_nn::conv::{Conv, ConvConfig};
 use ono_nn::geo_projection::{GeoSpectralConv, GeoSpectralConvConfig};
 use ono_nn::grid::{index_grid, points_to_grid};
 use ono_nn::iphi::{Iphi, IphiConfig, CODE_DIM};
+use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
 use ono_nn::Linear;
@@ -73,7 +74,7 @@ impl GeoFno {
     /// Builds the layers in the script's order (`model` first, then `model_iphi`) with its
     /// initialisation (PyTorch defaults; spectral weights `U[0, 1/width²)`).
     pub fn new(path: &Path, cfg: &GeoFnoConfig) -> Result<Self> {
-        cfg.check()?;
+        cfg.validate()?;
         let p = path / "model";
         let w = cfg.width;
         let fc0 = torch_linear(&(&p / "fc0"), 2, w, true);
@@ -286,40 +287,6 @@ impl GeoFno {
             .f_add(&self.b_out.forward(&x_out.f_permute([0, 2, 1])?)?)?
             .f_permute([0, 2, 1])?;
         Ok(self.fc2.forward(&gelu(&self.fc1.forward(&u)?)?)?)
-    }
-}
-
-impl ArchConfig for GeoFnoConfig {
-    const ARCH: &'static str = "geofno";
-
-    fn preset_names() -> &'static [&'static str] {
-        presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.check()
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(GeoFno::new(path, self)?))
-    }
-
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        reference::claims(json)
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config(json)
     }
 }
 

@@ -2,29 +2,26 @@
 //! checked against `fixtures/geofno/reference_param_counts.json` by the tests.
 
 use super::config::GeoFnoConfig;
-use crate::arch::normalize_preset_name;
-use crate::{Error, Result};
+use crate::arch::Presets;
 
-pub(crate) const NAMES: &[&str] = &["elasticity"];
+impl Presets for GeoFnoConfig {
+    const NAMES: &'static [&'static str] = &["elasticity"];
 
-/// A preset by name (case-insensitive).
-pub(crate) fn by_name(name: &str) -> Result<GeoFnoConfig> {
-    match normalize_preset_name(name).as_str() {
-        // elas_geofno.py: FNO2d(12, 12, 32, in_channels=2, out_channels=1), s1 = s2 = 40,
-        // IPHI() (width 32), the mesh as pos and the 42-entry code rr as fx.
-        "elasticity" => Ok(GeoFnoConfig {
-            space_dim: 2,
-            fun_dim: 42,
-            out_dim: 1,
-            modes: [12, 12],
-            width: 32,
-            latent: [40, 40],
-            iphi_width: 32,
-            proj_hidden: 128,
-        }),
-        _ => Err(Error::Config(format!(
-            "unknown geofno preset {name:?}; known: {}",
-            NAMES.join(", ")
-        ))),
+    fn by_name(name: &str) -> Option<Self> {
+        match name {
+            // elas_geofno.py: FNO2d(12, 12, 32, in_channels=2, out_channels=1), s1 = s2 = 40,
+            // IPHI() (width 32), the mesh as pos and the 42-entry code rr as fx.
+            "elasticity" => Some(GeoFnoConfig {
+                space_dim: 2,
+                fun_dim: 42,
+                out_dim: 1,
+                modes: [12, 12],
+                width: 32,
+                latent: [40, 40],
+                iphi_width: 32,
+                proj_hidden: 128,
+            }),
+            _ => None,
+        }
     }
 }

@@ -1,7 +1,11 @@
 //! Configuration of GNOT and CGPT (`arch = "gnot"`).
 
 use serde::{Deserialize, Serialize};
+use tch::nn::Path;
 
+use super::Gnot;
+use crate::arch::{ArchConfig, DataDims};
+use crate::operator::NeuralOperator;
 use crate::{Error, Result};
 
 /// Which model of the reference.
@@ -68,9 +72,13 @@ impl GnotConfig {
     pub fn trunk_size(&self) -> i64 {
         self.space_dim + self.fun_dim
     }
+}
 
-    pub(crate) fn check(&self, arch: &str) -> Result<()> {
-        let bad = |msg: String| Err(Error::Config(format!("{arch}: {msg}")));
+impl ArchConfig for GnotConfig {
+    const ARCH: &'static str = super::ARCH;
+
+    fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(format!("{}: {msg}", Self::ARCH)));
         if self.space_dim < 1 || self.fun_dim < 0 || self.out_dim < 1 {
             return bad(format!(
                 "space_dim {} and out_dim {} must be positive, fun_dim {} ≥ 0",
@@ -111,5 +119,14 @@ impl GnotConfig {
             }
         }
         Ok(())
+    }
+
+    fn set_data_dims(&mut self, dims: DataDims) {
+        (self.space_dim, self.fun_dim, self.out_dim) = dims.channels();
+        self.function_dims = dims.functions;
+    }
+
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(Gnot::new(path, self)?))
     }
 }

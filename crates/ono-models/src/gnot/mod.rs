@@ -30,7 +30,7 @@ use ono_kernels::health;
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
-use crate::arch::{ArchConfig, DataDims};
+use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
 use ono_nn::gnot_attention::{GnotAttentionConfig, GnotCrossAttention, GnotSelfAttention};
@@ -181,7 +181,7 @@ pub struct Gnot {
 impl Gnot {
     /// Builds the layers in the reference's construction order, with PyTorch's default init.
     pub fn new(path: &Path, cfg: &GnotConfig) -> Result<Self> {
-        cfg.check(ARCH)?;
+        cfg.validate()?;
         let d = cfg.n_hidden;
         let mlp = |path: &Path, in_dim: i64, out_dim: i64| {
             MlpConfig {
@@ -344,41 +344,6 @@ impl Gnot {
             x = block.forward(&x, &pos, &z, &masks, train)?;
         }
         Ok(self.out_mlp.forward(&x)?)
-    }
-}
-
-impl ArchConfig for GnotConfig {
-    const ARCH: &'static str = ARCH;
-
-    fn preset_names() -> &'static [&'static str] {
-        &presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.check(ARCH)
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-        self.function_dims = dims.functions;
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(Gnot::new(path, self)?))
-    }
-
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        reference::claims(json)
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config(json)
     }
 }
 

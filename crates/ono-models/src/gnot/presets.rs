@@ -4,8 +4,7 @@
 //! data's; function_dims stays the preset's unless overridden).
 
 use super::config::{GnotConfig, GnotModel};
-use crate::arch::normalize_preset_name;
-use crate::{Error, Result};
+use crate::arch::Presets;
 
 /// The preset names.
 pub const NAMES: [&str; 4] = ["gnot", "gnot_e3", "gnot_d256_e3", "cgpt"];
@@ -32,33 +31,33 @@ pub(crate) fn base() -> GnotConfig {
     }
 }
 
-/// A preset by name (case-insensitive).
-pub(crate) fn by_name(name: &str) -> Result<GnotConfig> {
-    match normalize_preset_name(name).as_str() {
-        "gnot" => Ok(base()),
-        // Three experts, the paper's best count on Heat (Table 3): 3,768,844 parameters.
-        "gnot_e3" => Ok(GnotConfig {
-            n_experts: 3,
-            ..base()
-        }),
-        // The same at width 256, the largest of the paper's search: 15,008,780 parameters.
-        "gnot_d256_e3" => Ok(GnotConfig {
-            n_hidden: 256,
-            n_experts: 3,
-            ..base()
-        }),
-        // The README's command (`--model-name CGPT --n-hidden 128 --n-layers 3`, ns2d_4ball):
-        // CGPTNO on 2-D query points with θ ∈ ℝ¹² (trunk_size 14), no input functions, 3
-        // outputs: 1,224,963 parameters.
-        "cgpt" => Ok(GnotConfig {
-            model: GnotModel::Cgpt,
-            fun_dim: 12,
-            function_dims: Vec::new(),
-            ..base()
-        }),
-        _ => Err(Error::Config(format!(
-            "unknown gnot preset {name:?}; known: {}",
-            NAMES.join(", ")
-        ))),
+impl Presets for GnotConfig {
+    const NAMES: &'static [&'static str] = &NAMES;
+
+    fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "gnot" => Some(base()),
+            // Three experts, the paper's best count on Heat (Table 3): 3,768,844 parameters.
+            "gnot_e3" => Some(GnotConfig {
+                n_experts: 3,
+                ..base()
+            }),
+            // The same at width 256, the largest of the paper's search: 15,008,780 parameters.
+            "gnot_d256_e3" => Some(GnotConfig {
+                n_hidden: 256,
+                n_experts: 3,
+                ..base()
+            }),
+            // The README's command (`--model-name CGPT --n-hidden 128 --n-layers 3`, ns2d_4ball):
+            // CGPTNO on 2-D query points with θ ∈ ℝ¹² (trunk_size 14), no input functions, 3
+            // outputs: 1,224,963 parameters.
+            "cgpt" => Some(GnotConfig {
+                model: GnotModel::Cgpt,
+                fun_dim: 12,
+                function_dims: Vec::new(),
+                ..base()
+            }),
+            _ => None,
+        }
     }
 }

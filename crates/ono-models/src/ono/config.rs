@@ -3,8 +3,11 @@
 
 use ono_kernels::health;
 use serde::{Deserialize, Serialize};
+use tch::nn::Path;
 use tch::Tensor;
 
+use crate::arch::{ArchConfig, DataDims};
+use crate::operator::NeuralOperator;
 use crate::{Error, Result};
 use ono_nn::attention::{AttentionConfig, AttentionKind};
 use ono_nn::orthogonal::{OrthogonalBlockConfig, Orthogonalization, Whitening};
@@ -75,41 +78,6 @@ impl Default for OnoConfig {
 }
 
 impl OnoConfig {
-    pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Config(m));
-        if self.space_dim < 0 || self.fun_dim < 0 || self.space_dim + self.fun_dim == 0 {
-            return bad(format!(
-                "space_dim {} and fun_dim {} must be ≥ 0 with at least one input channel",
-                self.space_dim, self.fun_dim
-            ));
-        }
-        if self.out_dim <= 0 || self.n_layers == 0 || self.n_hidden <= 0 || self.psi_dim <= 0 {
-            return bad(format!(
-                "out_dim {}, n_layers {}, n_hidden {} and psi_dim {} must be positive",
-                self.out_dim, self.n_layers, self.n_hidden, self.psi_dim
-            ));
-        }
-        if self.n_head <= 0 || self.n_hidden % self.n_head != 0 {
-            return bad(format!(
-                "n_head {} must be positive and divide n_hidden {}",
-                self.n_head, self.n_hidden
-            ));
-        }
-        if self.mlp_ratio <= 0 {
-            return bad(format!(
-                "mlp_ratio must be positive, got {}",
-                self.mlp_ratio
-            ));
-        }
-        if !(0.0..=1.0).contains(&self.momentum) {
-            return bad(format!(
-                "momentum must lie in [0, 1], got {}",
-                self.momentum
-            ));
-        }
-        Ok(())
-    }
-
     pub(crate) fn block_config(&self, last: bool) -> OrthogonalBlockConfig {
         let kind = match self.nn_block {
             NnBlock::LinearTransformer => Some(AttentionKind::LinearTransformer),
@@ -208,5 +176,53 @@ impl OnoConfig {
             what: "the input (pos, fx or T)",
         })?;
         Ok([b, n])
+    }
+}
+
+impl ArchConfig for OnoConfig {
+    const ARCH: &'static str = "ono";
+
+    fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.space_dim < 0 || self.fun_dim < 0 || self.space_dim + self.fun_dim == 0 {
+            return bad(format!(
+                "space_dim {} and fun_dim {} must be ≥ 0 with at least one input channel",
+                self.space_dim, self.fun_dim
+            ));
+        }
+        if self.out_dim <= 0 || self.n_layers == 0 || self.n_hidden <= 0 || self.psi_dim <= 0 {
+            return bad(format!(
+                "out_dim {}, n_layers {}, n_hidden {} and psi_dim {} must be positive",
+                self.out_dim, self.n_layers, self.n_hidden, self.psi_dim
+            ));
+        }
+        if self.n_head <= 0 || self.n_hidden % self.n_head != 0 {
+            return bad(format!(
+                "n_head {} must be positive and divide n_hidden {}",
+                self.n_head, self.n_hidden
+            ));
+        }
+        if self.mlp_ratio <= 0 {
+            return bad(format!(
+                "mlp_ratio must be positive, got {}",
+                self.mlp_ratio
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.momentum) {
+            return bad(format!(
+                "momentum must lie in [0, 1], got {}",
+                self.momentum
+            ));
+        }
+        Ok(())
+    }
+
+    fn set_data_dims(&mut self, dims: DataDims) {
+        (self.space_dim, self.fun_dim, self.out_dim) = dims.channels();
+        self.time_input = dims.time_input;
+    }
+
+    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
+        Ok(Box::new(self.init(path)?))
     }
 }

@@ -20,6 +20,7 @@ use tch::nn::Path;
 use tch::Tensor;
 
 use super::config::{NnBlock, OnoConfig};
+use crate::arch::ArchConfig;
 use crate::{Error, Result};
 use ono_nn::mlp::{Mlp, MlpConfig};
 use ono_nn::orthogonal::{OrthogonalBlock, Orthogonalization};

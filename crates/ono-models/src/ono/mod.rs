@@ -14,12 +14,12 @@ pub mod reference;
 
 pub use config::{NnBlock, OnoConfig};
 pub use cross::OnoCross;
-pub use presets::Preset;
+pub use presets::OnoPreset;
 
 use tch::nn::{Path, VarStore};
 use tch::{Kind, Tensor};
 
-use crate::arch::{ArchConfig, DataDims};
+use crate::arch::ArchConfig;
 use crate::operator::{
     plain_forward_backward, unsupported_recompute, InputPart, LossFn, ModelInput, NeuralOperator,
 };
@@ -127,43 +127,6 @@ impl Ono {
     /// The floating kind of the parameters (inputs are cast to it).
     pub fn kind(&self) -> Kind {
         self.preprocess.kind()
-    }
-}
-
-impl ArchConfig for OnoConfig {
-    const ARCH: &'static str = "ono";
-
-    fn preset_names() -> &'static [&'static str] {
-        &presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        Ok(name.parse::<Preset>()?.config())
-    }
-
-    fn validate(&self) -> Result<()> {
-        OnoConfig::validate(self)
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-        self.time_input = dims.time_input;
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(self.init(path)?))
-    }
-
-    /// The ONO fixtures name no family.
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        matches!(json.get("family"), None | Some(serde_json::Value::Null))
-            || json["family"].as_str() == Some(Self::ARCH)
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config_from_reference(&json["config"])
     }
 }
 

@@ -8,12 +8,13 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use super::config::{NnBlock, OnoConfig};
+use crate::arch::{preset_key, Presets, BENCHMARKS};
 use crate::Error;
 
-/// A benchmark configuration of the paper.
+/// A benchmark configuration of the paper (also the step shapes of `ono bench-step`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Preset {
+pub enum OnoPreset {
     /// 10 layers, k 32, mlp_ratio 2, Nyström; (x, y, a) → u.
     Darcy,
     /// 8 layers, k 16, linear transformer; 10 input frames → 1.
@@ -32,39 +33,48 @@ pub enum Preset {
     TimeExtrapolation,
 }
 
-/// The preset names, in the order of [`Preset::ALL`].
-pub const NAMES: [&str; 8] = [
-    "darcy",
-    "ns2d",
-    "airfoil",
-    "pipe",
-    "elasticity",
-    "plasticity",
-    "super_resolution",
-    "time_extrapolation",
-];
+/// The preset names, in the order of [`OnoPreset::ALL`]: the six benchmarks, then the two
+/// generalisation runs.
+pub const NAMES: [&str; 8] = {
+    let [darcy, ns2d, airfoil, pipe, elasticity, plasticity] = BENCHMARKS;
+    [
+        darcy,
+        ns2d,
+        airfoil,
+        pipe,
+        elasticity,
+        plasticity,
+        "super_resolution",
+        "time_extrapolation",
+    ]
+};
 
-impl Preset {
-    pub const ALL: [Preset; 8] = [
-        Preset::Darcy,
-        Preset::Ns2d,
-        Preset::Airfoil,
-        Preset::Pipe,
-        Preset::Elasticity,
-        Preset::Plasticity,
-        Preset::SuperResolution,
-        Preset::TimeExtrapolation,
+impl OnoPreset {
+    pub const ALL: [OnoPreset; 8] = [
+        OnoPreset::Darcy,
+        OnoPreset::Ns2d,
+        OnoPreset::Airfoil,
+        OnoPreset::Pipe,
+        OnoPreset::Elasticity,
+        OnoPreset::Plasticity,
+        OnoPreset::SuperResolution,
+        OnoPreset::TimeExtrapolation,
     ];
 
     pub fn name(self) -> &'static str {
-        NAMES[Preset::ALL.iter().position(|p| *p == self).unwrap_or(0)]
+        NAMES[OnoPreset::ALL.iter().position(|p| *p == self).unwrap_or(0)]
+    }
+
+    /// The preset of a canonical name ([`Presets::by_name`]).
+    fn from_key(key: &str) -> Option<Self> {
+        OnoPreset::ALL.into_iter().find(|p| p.name() == key)
     }
 
     /// Training batch size of the README command.
     pub fn batch_size(self) -> i64 {
         match self {
-            Preset::Darcy | Preset::Airfoil => 4,
-            Preset::Pipe => 2,
+            OnoPreset::Darcy | OnoPreset::Airfoil => 4,
+            OnoPreset::Pipe => 2,
             _ => 8,
         }
     }
@@ -80,7 +90,7 @@ impl Preset {
             ..OnoConfig::default()
         };
         match self {
-            Preset::Darcy => OnoConfig {
+            OnoPreset::Darcy => OnoConfig {
                 n_layers: 10,
                 psi_dim: 32,
                 mlp_ratio: 2,
@@ -89,14 +99,14 @@ impl Preset {
                 fun_dim: 1,
                 ..base
             },
-            Preset::Ns2d => OnoConfig {
+            OnoPreset::Ns2d => OnoConfig {
                 psi_dim: 16,
                 nn_block: NnBlock::LinearTransformer,
                 space_dim: 2,
                 fun_dim: 10,
                 ..base
             },
-            Preset::Airfoil => OnoConfig {
+            OnoPreset::Airfoil => OnoConfig {
                 n_layers: 6,
                 psi_dim: 8,
                 nn_block: NnBlock::Nystrom,
@@ -104,14 +114,14 @@ impl Preset {
                 fun_dim: 2,
                 ..base
             },
-            Preset::Pipe | Preset::Elasticity => OnoConfig {
+            OnoPreset::Pipe | OnoPreset::Elasticity => OnoConfig {
                 psi_dim: 8,
                 nn_block: NnBlock::Nystrom,
                 space_dim: 1,
                 fun_dim: 2,
                 ..base
             },
-            Preset::Plasticity => OnoConfig {
+            OnoPreset::Plasticity => OnoConfig {
                 psi_dim: 8,
                 nn_block: NnBlock::LinearTransformer,
                 space_dim: 1,
@@ -120,14 +130,14 @@ impl Preset {
                 time_input: true,
                 ..base
             },
-            Preset::SuperResolution => OnoConfig {
+            OnoPreset::SuperResolution => OnoConfig {
                 psi_dim: 16,
                 nn_block: NnBlock::LinearTransformer,
                 space_dim: 2,
                 fun_dim: 1,
                 ..base
             },
-            Preset::TimeExtrapolation => OnoConfig {
+            OnoPreset::TimeExtrapolation => OnoConfig {
                 psi_dim: 8,
                 nn_block: NnBlock::LinearTransformer,
                 space_dim: 2,
@@ -138,20 +148,24 @@ impl Preset {
     }
 }
 
-impl FromStr for Preset {
+impl FromStr for OnoPreset {
     type Err = Error;
 
+    /// Any spelling [`preset_key`] reads (`ns` for `ns2d`, `super-resolution`).
     fn from_str(s: &str) -> Result<Self, Error> {
-        let norm = crate::arch::normalize_preset_name(s);
-        Preset::ALL
-            .into_iter()
-            .find(|p| p.name() == norm || (norm == "ns" && *p == Preset::Ns2d))
-            .ok_or_else(|| {
-                let names: Vec<_> = Preset::ALL.iter().map(|p| p.name()).collect();
-                Error::Config(format!(
-                    "unknown ono preset {s:?}; known: {} (and ns for ns2d)",
-                    names.join(", ")
-                ))
-            })
+        OnoPreset::from_key(&preset_key(s)).ok_or_else(|| {
+            Error::Config(format!(
+                "unknown ono preset {s:?}; known: {}",
+                NAMES.join(", ")
+            ))
+        })
+    }
+}
+
+impl Presets for OnoConfig {
+    const NAMES: &'static [&'static str] = &NAMES;
+
+    fn by_name(name: &str) -> Option<Self> {
+        OnoPreset::from_key(name).map(OnoPreset::config)
     }
 }

@@ -20,6 +20,7 @@ use tch::nn::VarStore;
 use tch::Tensor;
 
 use super::config::{NnBlock, OnoConfig};
+use crate::arch::{ArchConfig, FromReference};
 use crate::{Error, Result};
 use ono_nn::orthogonal::Orthogonalization;
 use ono_nn::weights::{self, NamedTensors};
@@ -159,4 +160,16 @@ pub fn config_from_reference(config: &Value) -> Result<OnoConfig> {
         time_input: config["Time_Input"].as_bool().unwrap_or(false),
         ..OnoConfig::default()
     })
+}
+
+impl FromReference for OnoConfig {
+    /// The ONO fixtures name no family.
+    fn claims_reference(json: &Value) -> bool {
+        matches!(json.get("family"), None | Some(Value::Null))
+            || json["family"].as_str() == Some(OnoConfig::ARCH)
+    }
+
+    fn from_reference(json: &Value) -> Result<Self> {
+        config_from_reference(&json["config"])
+    }
 }

@@ -12,13 +12,12 @@ pub mod presets;
 pub use config::PointwiseMlpConfig;
 
 use ono_kernels::health;
-use tch::nn::Path;
 use tch::{Kind, Tensor};
 
-use crate::arch::{ArchConfig, DataDims};
+use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
-use ono_nn::mlp::{Mlp, MlpConfig};
+use ono_nn::mlp::Mlp;
 
 /// See the module documentation.
 #[derive(Debug)]
@@ -115,54 +114,6 @@ impl PointwiseMlp {
             }),
             None => Ok(out),
         }
-    }
-}
-
-impl ArchConfig for PointwiseMlpConfig {
-    const ARCH: &'static str = "mlp";
-
-    fn preset_names() -> &'static [&'static str] {
-        &presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        if self.space_dim < 0 || self.fun_dim < 0 || self.in_dim() == 0 {
-            return Err(Error::Config(format!(
-                "mlp: space_dim {} and fun_dim {} must be ≥ 0 with at least one input channel",
-                self.space_dim, self.fun_dim
-            )));
-        }
-        if self.out_dim <= 0 || self.width <= 0 {
-            return Err(Error::Config(format!(
-                "mlp: out_dim {} and width {} must be positive",
-                self.out_dim, self.width
-            )));
-        }
-        Ok(())
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
-        self.time_input = dims.time_input;
-    }
-
-    /// Registers `mlp.linear_pre.0`, `mlp.linears.<i>.0`, `mlp.linear_post` with the reference
-    /// `Linear` initialisation of ono-nn (trunc-normal 0.02 weights, zero biases).
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        self.validate()?;
-        let mlp = MlpConfig {
-            n_layers: self.n_layers,
-            residual: true,
-            ..MlpConfig::new(self.in_dim(), self.width, self.out_dim)
-        }
-        .init(&(path / "mlp"));
-        Ok(Box::new(PointwiseMlp::new(self.clone(), mlp)))
     }
 }
 

@@ -2,8 +2,7 @@
 //! is only a size.
 
 use super::config::PointwiseMlpConfig;
-use crate::arch::normalize_preset_name;
-use crate::{Error, Result};
+use crate::arch::Presets;
 
 /// The preset names: `default` (width 128, 4 hidden layers, about the depth of the ONO presets'
 /// encoder and head) and `small` (width 32, 1 hidden layer, for tests and quick runs).
@@ -21,18 +20,19 @@ pub(crate) fn base() -> PointwiseMlpConfig {
     }
 }
 
-pub(crate) fn by_name(name: &str) -> Result<PointwiseMlpConfig> {
-    match normalize_preset_name(name).as_str() {
-        "default" => Ok(base()),
-        "small" => Ok(PointwiseMlpConfig {
-            width: 32,
-            n_layers: 1,
-            ..base()
-        }),
-        _ => Err(Error::Config(format!(
-            "unknown mlp preset {name:?}; known: {}",
-            NAMES.join(", ")
-        ))),
+impl Presets for PointwiseMlpConfig {
+    const NAMES: &'static [&'static str] = &NAMES;
+
+    fn by_name(name: &str) -> Option<Self> {
+        match name {
+            "default" => Some(base()),
+            "small" => Some(PointwiseMlpConfig {
+                width: 32,
+                n_layers: 1,
+                ..base()
+            }),
+            _ => None,
+        }
     }
 }
 

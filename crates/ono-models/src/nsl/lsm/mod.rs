@@ -27,10 +27,10 @@ use tch::nn::Path;
 use tch::Tensor;
 
 use crate::arch::ArchConfig;
-use crate::nsl_settings::enter_frame;
+use crate::nsl::settings::enter_frame;
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::{Error, Result};
-use ono_nn::conv::torch_linear;
+use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::neural_spectral_block::{NeuralSpectralBlock, NeuralSpectralBlockConfig};
 use ono_nn::nsl_frame::NslFrame;
@@ -64,7 +64,7 @@ impl Lsm {
         let unet = UNetConfig {
             dims: d,
             channels: c,
-            norm: cfg.unet_norm.into(),
+            norm: cfg.unet_norm,
         }
         .init(path)?;
         // The U-Net's level widths (bilinear: down4 keeps 8c).
@@ -124,7 +124,7 @@ impl Lsm {
     }
 }
 
-crate::nsl_settings::nsl_arch!(LsmConfig, Lsm, "lsm", "models.LSM.Model");
+crate::nsl::nsl_arch!(LsmConfig, Lsm, "lsm", "models.LSM.Model");
 
 impl NeuralOperator for Lsm {
     fn arch(&self) -> &'static str {
@@ -145,6 +145,6 @@ impl NeuralOperator for Lsm {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        crate::nsl_reference::forward(self, self.cfg.structured_dims(), inputs, train)
+        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::nsl_settings::NslSettings;
+use crate::nsl::settings::NslSettings;
 use crate::{Error, Result};
 
 /// `models/Transolver.py`'s `args` (the fields it reads). Missing fields take the `darcy`
@@ -21,25 +21,6 @@ pub struct TransolverConfig {
     pub mlp_ratio: i64,
     /// Physical slices per head (`slice_num`).
     pub slice_num: i64,
-}
-
-impl Default for TransolverConfig {
-    fn default() -> Self {
-        super::presets::by_name("darcy").expect("the darcy preset exists")
-    }
-}
-
-impl std::ops::Deref for TransolverConfig {
-    type Target = NslSettings;
-    fn deref(&self) -> &NslSettings {
-        &self.nsl
-    }
-}
-
-impl std::ops::DerefMut for TransolverConfig {
-    fn deref_mut(&mut self) -> &mut NslSettings {
-        &mut self.nsl
-    }
 }
 
 impl TransolverConfig {

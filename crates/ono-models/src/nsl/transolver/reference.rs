@@ -1,10 +1,10 @@
 //! NSL's `models/Transolver.py` as the fixture cases describe it (`fixtures/transolver`), read
-//! with the shared NSL fixture reader ([`crate::nsl_reference`]).
+//! with the shared NSL fixture reader ([`crate::nsl::reference`]).
 
 use serde_json::Value;
 
 use super::TransolverConfig;
-use crate::nsl_reference::NslArgs;
+use crate::nsl::reference::NslArgs;
 use crate::{Error, Result};
 
 pub(super) fn config(json: &Value) -> Result<TransolverConfig> {

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::nsl_settings::{Geotype, NslSettings, UnetNorm};
+use crate::nsl::settings::{Geotype, NslSettings};
 use crate::{Error, Result};
+use ono_nn::unet::UNetNorm;
 
 /// Latent tokens per head of every Neural Spectral Block (`Model(…, num_token = 4)`; NSL never
 /// passes another value).
@@ -21,7 +22,7 @@ pub struct LsmConfig {
     /// Heads of the Neural Spectral Blocks (`n_heads`); must divide `n_hidden`.
     pub n_heads: i64,
     /// The norm of the U-Net blocks (NSL: from `task`).
-    pub unet_norm: UnetNorm,
+    pub unet_norm: UNetNorm,
 }
 
 impl LsmConfig {

@@ -19,16 +19,17 @@ mod config;
 pub mod presets;
 mod reference;
 
-pub use config::{UfnoConfig, UnetNorm};
+pub use config::UfnoConfig;
 
 use tch::nn::Path;
 use tch::Tensor;
 
 use crate::arch::ArchConfig;
-use crate::nsl_settings::enter_frame;
+use crate::nsl::settings::enter_frame;
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::Result;
-use ono_nn::conv::{torch_linear, Conv, ConvConfig};
+use ono_nn::conv::{Conv, ConvConfig};
+use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::nsl_frame::NslFrame;
 use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
@@ -124,12 +125,12 @@ fn embedded_u_net(path: &Path, cfg: &UfnoConfig) -> Result<UNet> {
     Ok(UNetConfig {
         dims: cfg.latent_dims(),
         channels: h,
-        norm: cfg.unet_norm.into(),
+        norm: cfg.unet_norm,
     }
     .init(path)?)
 }
 
-crate::nsl_settings::nsl_arch!(UfnoConfig, Ufno, "ufno", "models.U_FNO.Model");
+crate::nsl::nsl_arch!(UfnoConfig, Ufno, "ufno", "models.U_FNO.Model");
 
 impl NeuralOperator for Ufno {
     fn arch(&self) -> &'static str {
@@ -153,6 +154,6 @@ impl NeuralOperator for Ufno {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        crate::nsl_reference::forward(self, self.cfg.structured_dims(), inputs, train)
+        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }

@@ -1,10 +1,10 @@
 //! NSL's `models/F_FNO.py` as the fixture cases describe it (`fixtures/ffno`), read with the
-//! shared NSL fixture reader ([`crate::nsl_reference`]).
+//! shared NSL fixture reader ([`crate::nsl::reference`]).
 
 use serde_json::Value;
 
 use super::FfnoConfig;
-use crate::nsl_reference::NslArgs;
+use crate::nsl::reference::NslArgs;
 use crate::Result;
 
 pub(super) fn config(json: &Value) -> Result<FfnoConfig> {

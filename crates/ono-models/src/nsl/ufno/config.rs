@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::nsl_settings::NslSettings;
-pub use crate::nsl_settings::UnetNorm;
+use crate::nsl::settings::NslSettings;
 use crate::Result;
+use ono_nn::unet::UNetNorm;
 
 /// `models/U_FNO.py`'s `args` (the fields it reads) and its `s1`, `s2`. Missing fields take the
 /// `darcy` preset's values.
@@ -14,7 +14,7 @@ pub struct UfnoConfig {
     #[serde(flatten)]
     pub nsl: NslSettings,
     /// The norm of the U-Net branches (NSL: from `task`).
-    pub unet_norm: UnetNorm,
+    pub unet_norm: UNetNorm,
 }
 
 impl UfnoConfig {

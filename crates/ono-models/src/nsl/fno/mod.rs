@@ -16,16 +16,17 @@ mod config;
 pub mod presets;
 mod reference;
 
-pub use config::{Geotype, NslFnoConfig};
+pub use config::NslFnoConfig;
 
 use tch::nn::Path;
 use tch::Tensor;
 
 use crate::arch::ArchConfig;
-use crate::nsl_settings::enter_frame;
+use crate::nsl::settings::enter_frame;
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::Result;
-use ono_nn::conv::{torch_linear, Conv, ConvConfig};
+use ono_nn::conv::{Conv, ConvConfig};
+use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::nsl_frame::NslFrame;
 use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
@@ -98,7 +99,7 @@ impl NslFno {
     }
 }
 
-crate::nsl_settings::nsl_arch!(NslFnoConfig, NslFno, "nsl_fno", "models.FNO.Model");
+crate::nsl::nsl_arch!(NslFnoConfig, NslFno, "nsl_fno", "models.FNO.Model");
 
 impl NeuralOperator for NslFno {
     fn arch(&self) -> &'static str {
@@ -114,7 +115,6 @@ impl NeuralOperator for NslFno {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        let structured = (self.cfg.geotype == Geotype::Structured).then_some(self.cfg.grid_dims);
-        crate::nsl_reference::forward(self, structured, inputs, train)
+        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }

@@ -25,15 +25,14 @@ pub use config::TransolverConfig;
 use tch::nn::{Init, Path};
 use tch::Tensor;
 
-use crate::arch::{ArchConfig, DataDims};
-use crate::nsl_settings::Geotype;
+use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::Result;
 use ono_nn::linear::{LinearConfig, LinearInit};
 use ono_nn::mlp::{Mlp, MlpConfig};
 use ono_nn::norm::LayerNorm;
 use ono_nn::nsl_frame::{FrameInput, NslLift};
-use ono_nn::physics_attention::{PhysicsAttention, PhysicsAttentionConfig, PhysicsGeometry};
+use ono_nn::physics_attention::{PhysicsAttention, PhysicsAttentionConfig};
 use ono_nn::Linear;
 
 /// `Transolver_block`: pre-norm Physics-Attention and MLP, and in the last block the head.
@@ -55,12 +54,7 @@ impl Block {
             heads: cfg.n_heads,
             dim_head: cfg.dim_head(),
             slice_num: cfg.slice_num,
-            geometry: match cfg.geotype {
-                Geotype::Structured => PhysicsGeometry::Structured {
-                    dims: cfg.grid_dims,
-                },
-                Geotype::Unstructured => PhysicsGeometry::Irregular,
-            },
+            geometry: cfg.geometry(),
         }
         .init(&(path / "Attn"))?;
         Ok(Self {
@@ -163,43 +157,12 @@ impl Transolver {
     }
 }
 
-impl ArchConfig for TransolverConfig {
-    const ARCH: &'static str = "transolver";
-
-    fn preset_names() -> &'static [&'static str] {
-        presets::NAMES
-    }
-
-    fn preset(name: &str) -> Result<Self> {
-        presets::by_name(name)
-    }
-
-    fn validate(&self) -> Result<()> {
-        self.check()
-    }
-
-    fn set_data_dims(&mut self, dims: DataDims) {
-        self.nsl.set_data_dims(dims);
-    }
-
-    /// Over the `darcy` preset, unknown fields refused
-    /// ([`fields_over`](crate::nsl_settings::fields_over)).
-    fn from_fields(fields: serde_json::Value) -> Result<Self> {
-        crate::nsl_settings::fields_over(Self::ARCH, fields, &Self::default())
-    }
-
-    fn build(&self, path: &Path) -> Result<Box<dyn NeuralOperator>> {
-        Ok(Box::new(Transolver::new(path, self)?))
-    }
-
-    fn claims_reference(json: &serde_json::Value) -> bool {
-        crate::nsl_reference::claims(json, "models.Transolver.Model")
-    }
-
-    fn from_reference(json: &serde_json::Value) -> Result<Self> {
-        reference::config(json)
-    }
-}
+crate::nsl::nsl_arch!(
+    TransolverConfig,
+    Transolver,
+    "transolver",
+    "models.Transolver.Model"
+);
 
 impl NeuralOperator for Transolver {
     fn arch(&self) -> &'static str {
@@ -215,6 +178,6 @@ impl NeuralOperator for Transolver {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        crate::nsl_reference::forward(self, self.cfg.structured_dims(), inputs, train)
+        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }

@@ -3,8 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::nsl_settings::Geotype;
-use crate::nsl_settings::NslSettings;
+use crate::nsl::settings::NslSettings;
 use crate::Result;
 
 /// `models/FNO.py`'s `args` (the fields it reads) and its `s1`, `s2`. Missing fields take the

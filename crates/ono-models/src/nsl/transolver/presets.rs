@@ -5,33 +5,24 @@
 //! against `fixtures/transolver/reference_param_counts.json`.
 
 use super::config::TransolverConfig;
-use crate::arch::normalize_preset_name;
-use crate::nsl_settings::{NslSettings, BENCHMARKS};
-use crate::{Error, Result};
+use crate::nsl::settings::NslSettings;
 
-pub(crate) const NAMES: &[&str] = BENCHMARKS;
-
-pub(crate) fn by_name(name: &str) -> Result<TransolverConfig> {
-    let name = normalize_preset_name(name);
-    let (n_hidden, slice_num) = match name.as_str() {
-        "ns" => (256, 32),
+/// The preset of a benchmark ([`Presets::by_name`](crate::arch::Presets::by_name)).
+pub(crate) fn by_name(name: &str) -> Option<TransolverConfig> {
+    let (n_hidden, slice_num) = match name {
+        "ns2d" => (256, 32),
         _ => (128, 64),
     };
-    let Some(mut nsl) = NslSettings::bench(&name, n_hidden) else {
-        return Err(Error::Config(format!(
-            "unknown transolver preset {name:?}; known: {}",
-            NAMES.join(", ")
-        )));
-    };
-    match name.as_str() {
+    let mut nsl = NslSettings::bench(name, n_hidden)?;
+    match name {
         // ns/Transolver.sh: --unified_pos 1 --ref 8.
-        "ns" => nsl.unified_pos = true,
+        "ns2d" => nsl.unified_pos = true,
         // airfoil/Transolver.sh: --fun_dim 2 (NSL's airfoil loader passes the mesh coordinates
         // as both x and fx).
         "airfoil" => nsl.fun_dim = 2,
         _ => {}
     }
-    Ok(TransolverConfig {
+    Some(TransolverConfig {
         nsl,
         n_layers: 8,
         n_heads: 8,

@@ -22,11 +22,11 @@ use tch::nn::Path;
 use tch::Tensor;
 
 use crate::arch::ArchConfig;
-use crate::nsl_settings::enter_frame;
+use crate::nsl::settings::enter_frame;
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::Result;
-use ono_nn::conv::torch_linear;
 use ono_nn::factorized_spectral_conv::{FactorizedSpectralConv, FactorizedSpectralConvConfig};
+use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
 use ono_nn::nsl_frame::NslFrame;
 use ono_nn::spectral_conv::{SpectralConv, SpectralConvConfig};
@@ -119,7 +119,7 @@ impl Ffno {
     }
 }
 
-crate::nsl_settings::nsl_arch!(FfnoConfig, Ffno, "ffno", "models.F_FNO.Model");
+crate::nsl::nsl_arch!(FfnoConfig, Ffno, "ffno", "models.F_FNO.Model");
 
 impl NeuralOperator for Ffno {
     fn arch(&self) -> &'static str {
@@ -135,6 +135,6 @@ impl NeuralOperator for Ffno {
         inputs: &ono_nn::weights::NamedTensors,
         train: bool,
     ) -> Result<Tensor> {
-        crate::nsl_reference::forward(self, self.cfg.structured_dims(), inputs, train)
+        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::nsl_settings::NslSettings;
+use crate::nsl::settings::NslSettings;
 use crate::{Error, Result};
 
 /// `models/F_FNO.py`'s `args` (the fields it reads) and its `s1`, `s2`. Missing fields take the

@@ -1,7 +1,7 @@
 //! The settings every Neural-Solver-Library port shares: NSL's `args` fields that build its model
-//! frame (`ono_nn::nsl_frame`), the geometry of its six StandardBench benchmarks, and reading a
-//! configuration over its preset. Each NSL architecture's configuration is these settings
-//! (flattened, so its fields stay top-level keys) plus its own.
+//! frame (`ono_nn::nsl_frame`), the geometry of its six StandardBench benchmarks, reading a
+//! configuration over its preset, and the way into the frame. Each NSL architecture's
+//! configuration is these settings (flattened, so its fields stay top-level keys) plus its own.
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -11,10 +11,14 @@ use tch::Tensor;
 use crate::arch::DataDims;
 use crate::operator::{InputPart, ModelInput};
 use crate::{Error, Result};
-use ono_nn::nsl_frame::{FrameContext, FrameInput, NslFrame, NslFrameConfig, NslGeometry};
+use ono_nn::grid::Geometry;
+use ono_nn::nsl_frame::{FrameContext, FrameInput, NslFrame, NslFrameConfig};
 use ono_nn::unet::UNetNorm;
 
-/// NSL's `geotype`.
+/// NSL's `geotype` as a configuration stores it. The frame takes it as an
+/// [`ono_nn::grid::Geometry`] ([`NslSettings::geometry`]), which carries a structured grid's
+/// axes; here they are a key of their own (`grid_dims`, NSL's `len(shapelist)`), kept on point
+/// clouds too, so that configurations keep the keys and values they were written with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Geotype {
@@ -25,42 +29,13 @@ pub enum Geotype {
     Unstructured,
 }
 
-/// The norm of NSL's U-Net blocks (U-FNO's branches, LSM's multiscale path): BatchNorm for
-/// `task = steady`, InstanceNorm(affine) for the time-dependent tasks (`models/U_Net.py`,
-/// `models/LSM.py`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UnetNorm {
-    Batch,
-    Instance,
-}
-
-impl UnetNorm {
-    /// NSL's choice from `args.task`: `normtype = 'bn' if args.task == 'steady' else 'in'`.
-    pub fn of_task(task: Option<&str>) -> Self {
-        if task == Some("steady") {
-            Self::Batch
-        } else {
-            Self::Instance
-        }
-    }
-
-    /// The norm of a StandardBench benchmark: its scripts run NS autoregressively and
-    /// Plasticity conditioned on time (InstanceNorm), the rest steady (BatchNorm).
-    pub(crate) fn of_bench(name: &str) -> Self {
-        match name {
-            "ns" | "plasticity" => Self::Instance,
-            _ => Self::Batch,
-        }
-    }
-}
-
-impl From<UnetNorm> for UNetNorm {
-    fn from(n: UnetNorm) -> Self {
-        match n {
-            UnetNorm::Batch => UNetNorm::Batch,
-            UnetNorm::Instance => UNetNorm::Instance,
-        }
+/// The norm of NSL's U-Net blocks in a StandardBench script: NSL derives it from the task
+/// ([`UNetNorm::of_task`]), and its scripts run NS autoregressively and Plasticity conditioned
+/// on time (InstanceNorm), the rest steady (BatchNorm).
+pub(crate) fn bench_unet_norm(bench: &str) -> UNetNorm {
+    match bench {
+        "ns2d" | "plasticity" => UNetNorm::Instance,
+        _ => UNetNorm::Batch,
     }
 }
 
@@ -91,10 +66,6 @@ pub struct NslSettings {
     pub reference: i64,
 }
 
-/// NSL's StandardBench benchmarks, the presets of every NSL port.
-pub(crate) const BENCHMARKS: &[&str] =
-    &["darcy", "ns", "airfoil", "pipe", "elasticity", "plasticity"];
-
 impl NslSettings {
     /// The settings of `scripts/StandardBench/<bench>/*.sh` with `n_hidden` latent channels: the
     /// data each benchmark's loader gives (85² Darcy with unified positions, 10 NS frames, the
@@ -119,7 +90,7 @@ impl NslSettings {
                 unified_pos: true,
                 ..grid(1, 1)
             },
-            "ns" => grid(10, 1),
+            "ns2d" => grid(10, 1),
             "airfoil" => grid(0, 1),
             "pipe" => grid(2, 1),
             "elasticity" => Self {
@@ -134,6 +105,16 @@ impl NslSettings {
         })
     }
 
+    /// Where the points lie.
+    pub fn geometry(&self) -> Geometry {
+        match self.geotype {
+            Geotype::Structured => Geometry::Structured {
+                dims: self.grid_dims,
+            },
+            Geotype::Unstructured => Geometry::Unstructured,
+        }
+    }
+
     /// The frame's settings.
     pub fn frame(&self) -> NslFrameConfig {
         NslFrameConfig {
@@ -143,15 +124,9 @@ impl NslSettings {
             unified_pos: self.unified_pos,
             reference: self.reference,
             time_input: self.time_input,
-            geometry: match self.geotype {
-                Geotype::Structured => NslGeometry::Structured {
-                    dims: self.grid_dims,
-                },
-                Geotype::Unstructured => NslGeometry::Unstructured {
-                    latent: self.latent,
-                    modes: self.modes,
-                },
-            },
+            geometry: self.geometry(),
+            latent: self.latent,
+            modes: self.modes,
         }
     }
 
@@ -167,9 +142,7 @@ impl NslSettings {
 
     /// Takes the data's dimensions.
     pub fn set_data_dims(&mut self, dims: DataDims) {
-        self.space_dim = dims.space_dim;
-        self.fun_dim = dims.fun_dim;
-        self.out_dim = dims.out_dim;
+        (self.space_dim, self.fun_dim, self.out_dim) = dims.channels();
         self.time_input = dims.time_input;
     }
 
@@ -238,74 +211,3 @@ pub(crate) fn enter_frame(
         grid: input.grid,
     })?)
 }
-
-/// What every NSL port's configuration shares, implemented in the port's module (which has
-/// `presets::{NAMES, by_name}`, `reference::config`, the configuration's `check` and its
-/// `nsl` settings): `Default` (the `darcy` preset), `Deref`/`DerefMut` to the settings, and
-/// [`ArchConfig`](crate::ArchConfig): presets, `validate` = `check`, the data's dimensions
-/// into the settings, fields read over the `darcy` preset ([`fields_over`]), `build` =
-/// `$model::new`, and the fixtures whose model class is `$class`.
-macro_rules! nsl_arch {
-    ($config:ident, $model:ident, $arch:literal, $class:literal) => {
-        impl Default for $config {
-            fn default() -> Self {
-                presets::by_name("darcy").expect("the darcy preset exists")
-            }
-        }
-
-        impl std::ops::Deref for $config {
-            type Target = $crate::nsl_settings::NslSettings;
-            fn deref(&self) -> &Self::Target {
-                &self.nsl
-            }
-        }
-
-        impl std::ops::DerefMut for $config {
-            fn deref_mut(&mut self) -> &mut Self::Target {
-                &mut self.nsl
-            }
-        }
-
-        impl $crate::arch::ArchConfig for $config {
-            const ARCH: &'static str = $arch;
-
-            fn preset_names() -> &'static [&'static str] {
-                presets::NAMES
-            }
-
-            fn preset(name: &str) -> $crate::Result<Self> {
-                presets::by_name(name)
-            }
-
-            fn validate(&self) -> $crate::Result<()> {
-                self.check()
-            }
-
-            fn set_data_dims(&mut self, dims: $crate::arch::DataDims) {
-                self.nsl.set_data_dims(dims);
-            }
-
-            /// Over the `darcy` preset, unknown fields refused
-            /// ([`fields_over`](crate::nsl_settings::fields_over)).
-            fn from_fields(fields: serde_json::Value) -> $crate::Result<Self> {
-                $crate::nsl_settings::fields_over(Self::ARCH, fields, &Self::default())
-            }
-
-            fn build(
-                &self,
-                path: &tch::nn::Path,
-            ) -> $crate::Result<Box<dyn $crate::operator::NeuralOperator>> {
-                Ok(Box::new($model::new(path, self)?))
-            }
-
-            fn claims_reference(json: &serde_json::Value) -> bool {
-                $crate::nsl_reference::claims(json, $class)
-            }
-
-            fn from_reference(json: &serde_json::Value) -> $crate::Result<Self> {
-                reference::config(json)
-            }
-        }
-    };
-}
-pub(crate) use nsl_arch;

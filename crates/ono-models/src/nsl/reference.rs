@@ -7,7 +7,7 @@ use ono_kernels::host;
 use serde_json::Value;
 use tch::{Kind, Tensor};
 
-use crate::nsl_settings::{Geotype, NslSettings};
+use crate::nsl::settings::{Geotype, NslSettings};
 use crate::operator::{ModelInput, NeuralOperator};
 use crate::{Error, Result};
 use ono_nn::grid::index_grid;
