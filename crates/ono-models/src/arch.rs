@@ -26,6 +26,13 @@ pub struct DataDims {
     pub functions: Vec<i64>,
 }
 
+impl DataDims {
+    /// `(space_dim, fun_dim, out_dim)`, the channels every configuration takes.
+    pub fn channels(&self) -> (i64, i64, i64) {
+        (self.space_dim, self.fun_dim, self.out_dim)
+    }
+}
+
 /// The presets of an architecture's configuration, implemented in its folder's `presets.rs`.
 pub trait Presets: Sized {
     /// The preset names, in their canonical spelling (a benchmark's preset under the benchmark's
@@ -60,13 +67,6 @@ pub trait FromReference: Sized {
             "architecture `{}` has no reference implementation to check against",
             Self::ARCH
         )))
-    }
-}
-
-impl DataDims {
-    /// `(space_dim, fun_dim, out_dim)`, the channels every configuration takes.
-    pub fn channels(&self) -> (i64, i64, i64) {
-        (self.space_dim, self.fun_dim, self.out_dim)
     }
 }
 

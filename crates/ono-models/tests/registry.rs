@@ -108,6 +108,38 @@ fn every_architecture_has_presets_and_takes_the_data_dimensions() {
     assert!(ModelConfig::preset("ono", "super-resolution").is_ok());
 }
 
+/// Presets of a benchmark are listed under the benchmark's own name (ono-data's `ns2d`); the
+/// older `ns`, which experiment files may hold, reads as it.
+#[test]
+fn benchmark_presets_are_listed_by_the_benchmarks_name_and_ns_still_reads() {
+    let mut with_ns2d = Vec::new();
+    for arch in ARCHS {
+        let names = ModelConfig::preset_names(arch).unwrap();
+        assert!(!names.contains(&"ns"), "{arch}: {names:?}");
+        if names.contains(&"ns2d") {
+            with_ns2d.push(*arch);
+            assert_eq!(
+                ModelConfig::preset(arch, "ns").unwrap(),
+                ModelConfig::preset(arch, "ns2d").unwrap(),
+                "{arch}"
+            );
+        }
+    }
+    assert_eq!(
+        with_ns2d,
+        [
+            "ono",
+            "fno2d",
+            "fno3d",
+            "nsl_fno",
+            "ffno",
+            "ufno",
+            "lsm",
+            "transolver"
+        ]
+    );
+}
+
 /// The MLP in f64 on the host, from the model's own weights.
 fn mlp_oracle(model: &Model, x: &[f64], n_layers: usize) -> Vec<f64> {
     let vars = model.var_store().variables();
