@@ -184,9 +184,10 @@ pub trait NeuralOperator: std::fmt::Debug + Send {
         matches!(mode, Recompute::None | Recompute::Auto)
     }
 
-    /// What `Recompute::Auto` means for this model (the measured best on CPU; see
+    /// What `Recompute::Auto` means for this model on `device` (the measured best there; see
     /// docs/benchmarks.md).
-    fn default_recompute(&self) -> Recompute {
+    fn default_recompute(&self, device: tch::Device) -> Recompute {
+        let _ = device;
         Recompute::None
     }
 

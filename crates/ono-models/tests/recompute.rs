@@ -297,3 +297,21 @@ fn selective_recomputation_under_bf16_matches_the_plain_backward() {
         }
     }
 }
+
+/// `auto` is selective recomputation on the CPU where the blocks support it, and the plain step
+/// on CUDA (measured on an H100: docs/benchmarks.md); asking needs no GPU.
+#[test]
+fn auto_recomputation_depends_on_the_device() {
+    use ono_models::{NeuralOperator, Recompute};
+    let cfg = OnoConfig {
+        n_hidden: 16,
+        n_head: 2,
+        psi_dim: 4,
+        n_layers: 2,
+        ..OnoConfig::default()
+    };
+    let (_vs, model) = build(&cfg, 0);
+    assert!(model.supports_selective());
+    assert_eq!(model.default_recompute(Device::Cpu), Recompute::Selective);
+    assert_eq!(model.default_recompute(Device::Cuda(0)), Recompute::None);
+}

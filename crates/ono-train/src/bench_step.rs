@@ -188,7 +188,7 @@ pub fn bench_step(
         ));
     }
     let recompute = match recompute {
-        Recompute::Auto => model.operator().default_recompute(),
+        Recompute::Auto => model.operator().default_recompute(device),
         other => other,
     };
     let (hp, clip) = match recipe {

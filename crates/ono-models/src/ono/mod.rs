@@ -147,7 +147,7 @@ impl NeuralOperator for Ono {
         recompute: Recompute,
     ) -> Result<Tensor> {
         let mode = match recompute {
-            Recompute::Auto => self.default_recompute(),
+            Recompute::Auto => self.default_recompute(input.pos.device()),
             other => other,
         };
         if matches!(mode, Recompute::None | Recompute::Auto) {
@@ -174,10 +174,12 @@ impl NeuralOperator for Ono {
         mode != Recompute::Selective || self.supports_selective()
     }
 
-    /// Selective recomputation where every block supports it: measured on CPU at the NS2d,
-    /// Darcy and Elasticity presets (docs/benchmarks.md).
-    fn default_recompute(&self) -> Recompute {
-        if self.supports_selective() {
+    /// On the CPU, selective recomputation where every block supports it (0.59× PyTorch's
+    /// memory for 9 % more time at NS2d); on CUDA, none: there selective costs 1.3–2.5× the
+    /// plain step's time, and the plain step already beats PyTorch's time at no more memory
+    /// (H100, NS2d, Darcy and Elasticity presets; docs/benchmarks.md).
+    fn default_recompute(&self, device: tch::Device) -> Recompute {
+        if device == tch::Device::Cpu && self.supports_selective() {
             Recompute::Selective
         } else {
             Recompute::None
