@@ -22,16 +22,6 @@ pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
         Progress::auto(total, trainer.state().global_step)
     };
     let summary = trainer.run(&progress)?;
-    println!(
-        "{}",
-        serde_json::json!({
-            "steps": summary.steps,
-            "resumed_at": summary.resumed_at,
-            "final_test_rel_l2": summary.final_test,
-            "best": summary.best,
-            "checkpoint": summary.result_checkpoint,
-            "last_checkpoint": summary.last_checkpoint,
-        })
-    );
+    println!("{}", serde_json::to_string(&summary)?);
     Ok(())
 }

@@ -12,6 +12,7 @@ use std::process::Output;
 use ono_data::dataset::TensorDataset;
 use ono_train::checkpoint::Checkpoint;
 use ono_train::evaluate::Evaluation;
+use ono_train::Summary;
 use tch::Tensor;
 
 use common::{
@@ -79,18 +80,15 @@ fn the_pointwise_mlp_learns_darcy_resumes_after_kill_nine_evals_and_predicts() {
         .output()
         .unwrap();
     ok(&out);
-    let summary = json(&out);
-    let final_err = summary["final_test_rel_l2"].as_f64().unwrap();
+    let summary: Summary = json(&out);
+    let final_err = summary.final_test.unwrap();
     eprintln!("mlp: mean-field baseline {baseline:.4}, final {final_err:.4}");
     assert!(
         final_err < baseline,
         "final {final_err} vs mean-field {baseline}"
     );
     let ckpt = Checkpoint::load(&dir.join("a/checkpoints/last.safetensors")).unwrap();
-    assert_eq!(
-        serde_json::to_value(&ckpt.state.model).unwrap()["arch"],
-        "mlp"
-    );
+    assert_eq!(ckpt.state.model.arch(), "mlp");
 
     // Killed with SIGKILL after a mid-run checkpoint, then resumed: bit-identical.
     let cfg_b = mlp_config(&dir, &data, "b");
@@ -104,7 +102,7 @@ fn the_pointwise_mlp_learns_darcy_resumes_after_kill_nine_evals_and_predicts() {
         .output()
         .unwrap();
     ok(&out);
-    assert_eq!(json(&out)["steps"], summary["steps"]);
+    assert_eq!(json::<Summary>(&out).steps, summary.steps);
     let a = model_and_optimizer(&dir.join("a/checkpoints/last.safetensors"));
     let b = model_and_optimizer(&dir.join("b/checkpoints/last.safetensors"));
     assert_eq!(a.len(), b.len());
@@ -117,7 +115,7 @@ fn the_pointwise_mlp_learns_darcy_resumes_after_kill_nine_evals_and_predicts() {
     let last = dir.join("a/checkpoints/last.safetensors");
     let out = ono().arg("eval").arg(&last).output().unwrap();
     ok(&out);
-    let e = json(&out)["test_rel_l2"].as_f64().unwrap();
+    let e = json::<Evaluation>(&out).test_rel_l2;
     assert!((e - final_err).abs() < 1e-6, "{e} vs {final_err}");
     let pred = &predict_split(&last, &ds.test, &dir);
     assert_eq!(pred.size(), ds.test.y.size());
@@ -141,13 +139,10 @@ fn a_checkpoint_from_before_the_registry_evals_and_predicts_the_same() {
         .output()
         .unwrap();
     ok(&out);
-    let old: serde_json::Value =
+    let old: Evaluation =
         serde_json::from_str(&std::fs::read_to_string(legacy.join("eval_old.json")).unwrap())
             .unwrap();
-    let (new_err, old_err) = (
-        json(&out)["test_rel_l2"].as_f64().unwrap(),
-        old["test_rel_l2"].as_f64().unwrap(),
-    );
+    let (new_err, old_err) = (json::<Evaluation>(&out).test_rel_l2, old.test_rel_l2);
     eprintln!("legacy eval: {new_err:e} now, {old_err:e} before");
     // Equal on the machine that made them; MKL's code paths may move float32 results in the
     // last digits on another CPU.
@@ -198,7 +193,7 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
         .output()
         .unwrap();
     ok(&out);
-    let new: Evaluation = serde_json::from_slice(&out.stdout).unwrap();
+    let new: Evaluation = json(&out);
     let old: Evaluation =
         serde_json::from_str(&std::fs::read_to_string(fx.join("eval_old.json")).unwrap()).unwrap();
     assert_eq!(
@@ -246,13 +241,10 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
         .output()
         .unwrap();
     ok(&out);
-    let summary = json(&out);
-    assert_eq!(
-        (summary["resumed_at"].as_u64(), summary["steps"].as_u64()),
-        (Some(5), Some(8))
-    );
+    let summary: Summary = json(&out);
+    assert_eq!((summary.resumed_at, summary.steps), (5, 8));
     // The uninterrupted run of commit d099a84 ended here (fixtures/checkpoint_d099a84/README.md).
-    let end = summary["final_test_rel_l2"].as_f64().unwrap();
+    let end = summary.final_test.unwrap();
     let want = 0.29068824648857117;
     assert!((end - want).abs() <= 1e-6 * want, "{end} vs {want}");
 }

@@ -9,6 +9,9 @@ use std::path::{Path, PathBuf};
 
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_data::dataset::TensorDataset;
+use ono_train::checkpoint::EpochRecord;
+use ono_train::evaluate::Evaluation;
+use ono_train::Summary;
 
 use common::{
     assert_same_checkpoints, generated_darcy, json, mean_field_error, ok, ono, temp_dir,
@@ -67,15 +70,11 @@ normalize_y = "gaussian"
     .unwrap();
     let out = ono().arg("train").arg(&cfg).output().unwrap();
     ok(&out);
-    let final_err = json(&out)["final_test_rel_l2"].as_f64().unwrap();
+    let final_err = json::<Summary>(&out).final_test.unwrap();
     let lrs: Vec<f64> = std::fs::read_to_string(dir.join("run/metrics.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).unwrap()["lr"]
-                .as_f64()
-                .unwrap()
-        })
+        .map(|l| serde_json::from_str::<EpochRecord>(l).unwrap().lr)
         .collect();
 
     // A finer set of the same process: 33×33, never seen in training.
@@ -91,7 +90,7 @@ normalize_y = "gaussian"
         .output()
         .unwrap();
     ok(&out);
-    let fine_err = json(&out)["test_rel_l2"].as_f64().unwrap();
+    let fine_err = json::<Evaluation>(&out).test_rel_l2;
     let fine_baseline = mean_field_error(&fine_ds);
     eprintln!(
         "FNO2d Darcy 17×17: mean-field baseline {baseline:.4}, final {final_err:.4}; \
@@ -155,18 +154,17 @@ fn fno2d_autoregressive_on_ns2d_resumes_after_kill_nine_and_reports_rollout_erro
     let a = ns_config(&dir, &dir.join("data"), "a", m.ntrain, m.ntest);
     let out = ono().arg("train").arg(&a).arg("--quiet").output().unwrap();
     ok(&out);
-    let summary = json(&out);
-    let total = summary["steps"].as_u64().unwrap();
+    let total = json::<Summary>(&out).steps;
 
     let b = ns_config(&dir, &dir.join("data"), "b", m.ntrain, m.ntest);
     train_then_kill(&b, &dir.join("b/checkpoints/last.json"), |v| {
-        v["epoch"].as_u64() >= Some(1) && v["batch_in_epoch"].as_u64() > Some(0)
+        v.epoch >= 1 && v.batch_in_epoch > 0
     });
     let out = ono().arg("train").arg(&b).arg("--resume").output().unwrap();
     ok(&out);
-    let resumed = json(&out);
-    assert!(resumed["resumed_at"].as_u64().unwrap() > 0, "{resumed}");
-    assert_eq!(resumed["steps"].as_u64(), Some(total));
+    let resumed: Summary = json(&out);
+    assert!(resumed.resumed_at > 0, "{resumed:?}");
+    assert_eq!(resumed.steps, total);
     assert_same_checkpoints(
         &dir.join("a/checkpoints/last.safetensors"),
         &dir.join("b/checkpoints/last.safetensors"),
@@ -180,14 +178,11 @@ fn fno2d_autoregressive_on_ns2d_resumes_after_kill_nine_and_reports_rollout_erro
         .output()
         .unwrap();
     ok(&out);
-    let ev = json(&out);
-    let per_step: Vec<f64> = ev["per_step"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
-    let full = ev["test_rel_l2"].as_f64().unwrap();
+    let Evaluation {
+        per_step,
+        test_rel_l2: full,
+        ..
+    } = json(&out);
     eprintln!("FNO2d NS2d rollout: whole {full:.4}, per step {per_step:?}");
     assert_eq!(per_step.len(), 2);
     assert!(per_step.iter().all(|e| e.is_finite() && *e > 0.0));

@@ -10,6 +10,8 @@ use std::path::Path;
 
 use common::{json, mean_field_error, mean_rel_l2, ok, ono, predict_file, temp_dir};
 use ono_data::benchmarks::{self, Benchmark, Layout, LoadOptions};
+use ono_train::evaluate::Evaluation;
+use ono_train::Summary;
 use tch::{Kind, Tensor};
 
 /// Cao's training settings (ex1–ex3): only the rate and the warm-up fraction differ per run.
@@ -50,7 +52,7 @@ fn load(b: Benchmark, data: &Path, opts: LoadOptions) -> ono_data::dataset::Tens
     benchmarks::load(b, data, &opts).unwrap().dataset
 }
 
-fn train(cfg: &Path, text: &str) -> serde_json::Value {
+fn train(cfg: &Path, text: &str) -> Summary {
     std::fs::write(cfg, text).unwrap();
     let out = ono().arg("train").arg(cfg).arg("--quiet").output().unwrap();
     ok(&out);
@@ -94,9 +96,9 @@ ntest = {ntest}
         recipe(3e-3, 0.2)
     );
     let summary = train(&dir.join("burgers.toml"), &cfg);
-    let best = summary["final_test_rel_l2"].as_f64().unwrap();
-    let ckpt = summary["checkpoint"].as_str().unwrap().to_string();
-    assert!(ckpt.ends_with("best.safetensors"), "{ckpt}");
+    let best = summary.final_test.unwrap();
+    let ckpt = summary.result_checkpoint;
+    assert!(ckpt.ends_with("best.safetensors"), "{}", ckpt.display());
     let mut line = format!("Galerkin Burgers (trained at 128 points): best epoch {best:.4}");
     for r in [8usize, 4, 2, 1] {
         let opts = LoadOptions {
@@ -114,9 +116,9 @@ ntest = {ntest}
             .output()
             .unwrap();
         ok(&out);
-        let e = json(&out);
-        let err = e["test_rel_l2"].as_f64().unwrap();
-        let n = e["grid"][0].as_i64().unwrap();
+        let e: Evaluation = json(&out);
+        let err = e.test_rel_l2;
+        let n = e.grid.as_ref().unwrap()[0];
         assert_eq!(n, 1024 / r as i64);
         line += &format!("; at {n} points {err:.4} (mean field {baseline:.4})");
         assert!(
@@ -189,9 +191,7 @@ ntest = {ntest}
         data.display(),
         recipe(3e-3, 0.3)
     );
-    let forward = train(&dir.join("forward.toml"), &cfg)["final_test_rel_l2"]
-        .as_f64()
-        .unwrap();
+    let forward = train(&dir.join("forward.toml"), &cfg).final_test.unwrap();
     let opts = |layout| LoadOptions {
         ntrain: Some(ntrain),
         ntest: Some(ntest),
@@ -238,7 +238,7 @@ ntest = {ntest}
             recipe(3e-3, 0.3)
         );
         let s = train(&dir.join(format!("inverse{noise}.toml")), &cfg);
-        let err = s["final_test_rel_l2"].as_f64().unwrap();
+        let err = s.final_test.unwrap();
         eprintln!(
             "Galerkin inverse Darcy 15 → 8, noise {noise}: coefficient error {err:.4} (best epoch), mean field {inv_baseline:.4}"
         );
@@ -270,8 +270,7 @@ ntest = {ntest}
                 ],
             )
             .unwrap();
-            let ckpt = Path::new(s["checkpoint"].as_str().unwrap());
-            let pred = predict_file(ckpt, &input, &dir);
+            let pred = predict_file(&s.result_checkpoint, &input, &dir);
             assert_eq!(pred.size(), vec![ntest as i64, 64, 1]);
             let again = mean_rel_l2(&pred.to_kind(Kind::Double), &t.y);
             assert!((again - err).abs() < 1e-4, "{again} vs {err}");

@@ -7,6 +7,8 @@ mod common;
 use std::path::Path;
 
 use ono_data::dataset::TensorDataset;
+use ono_train::evaluate::Evaluation;
+use ono_train::Summary;
 
 use common::{
     assert_same_checkpoints, generated_darcy, json, mean_field_error, mean_rel_l2, ok, ono,
@@ -74,7 +76,7 @@ normalize_y = "unit"
         .output()
         .unwrap();
     ok(&out);
-    let err = json(&out)["final_test_rel_l2"].as_f64().unwrap();
+    let err = json::<Summary>(&out).final_test.unwrap();
     eprintln!("GNOT Darcy 17×17: final {err:.4}, mean field {baseline:.4}");
     assert!(
         err < 0.5 * baseline,
@@ -129,23 +131,18 @@ every_steps = 1
     let a = config("a");
     let out = ono().arg("train").arg(&a).arg("--quiet").output().unwrap();
     ok(&out);
-    let summary = json(&out);
-    let final_err = summary["final_test_rel_l2"].as_f64().unwrap();
+    let summary: Summary = json(&out);
+    let final_err = summary.final_test.unwrap();
     assert!(final_err.is_finite() && final_err > 0.0);
 
     let b = config("b");
-    train_then_kill(&b, &dir.join("b/checkpoints/last.json"), |v| {
-        v["epoch"].as_u64() >= Some(2)
-    });
+    train_then_kill(&b, &dir.join("b/checkpoints/last.json"), |v| v.epoch >= 2);
     let out = ono().arg("train").arg(&b).arg("--resume").output().unwrap();
     ok(&out);
-    let resumed = json(&out);
-    assert_eq!(resumed["steps"], summary["steps"]);
-    let at = resumed["resumed_at"].as_u64().unwrap();
-    assert!(
-        at > 0 && at < summary["steps"].as_u64().unwrap(),
-        "{resumed}"
-    );
+    let resumed: Summary = json(&out);
+    assert_eq!(resumed.steps, summary.steps);
+    let at = resumed.resumed_at;
+    assert!(at > 0 && at < summary.steps, "{resumed:?}");
     assert_same_checkpoints(
         &dir.join("a/checkpoints/last.safetensors"),
         &dir.join("b/checkpoints/last.safetensors"),
@@ -162,7 +159,7 @@ every_steps = 1
             .output()
             .unwrap();
         ok(&out);
-        json(&out)["test_rel_l2"].as_f64().unwrap()
+        json::<Evaluation>(&out).test_rel_l2
     };
     let again = eval("2");
     assert!(

@@ -7,6 +7,8 @@
 mod common;
 
 use ono_data::dataset::TensorDataset;
+use ono_train::evaluate::Evaluation;
+use ono_train::Summary;
 
 use common::{generated_darcy, json, mean_field_error, ok, ono, temp_dir};
 
@@ -64,14 +66,14 @@ normalize_y = "gaussian"
     let out = ono().arg("train").arg(&cfg).output().unwrap();
     ok(&out);
     let seconds = started.elapsed().as_secs_f64();
-    let final_err = json(&out)["final_test_rel_l2"].as_f64().unwrap();
+    let final_err = json::<Summary>(&out).final_test.unwrap();
     let out = ono()
         .arg("eval")
         .arg(dir.join("run/checkpoints/last.safetensors"))
         .output()
         .unwrap();
     ok(&out);
-    let eval_err = json(&out)["test_rel_l2"].as_f64().unwrap();
+    let eval_err = json::<Evaluation>(&out).test_rel_l2;
     eprintln!(
         "LSM Darcy 17×17 (padded 32×32): mean-field baseline {baseline:.4}, final {final_err:.4}, \
          eval of the checkpoint {eval_err:.4}; training {seconds:.1} s"

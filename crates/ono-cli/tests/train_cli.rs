@@ -6,7 +6,10 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use ono_data::dataset::{grid_positions_2d, Split, TensorDataset};
-use ono_train::checkpoint::Checkpoint;
+use ono_train::bench_step::StepReport;
+use ono_train::checkpoint::{Checkpoint, EpochRecord};
+use ono_train::evaluate::Evaluation;
+use ono_train::Summary;
 use tch::{Device, Kind, Tensor};
 
 use common::{
@@ -107,7 +110,7 @@ fn a_float16_run_resumes_bit_identically_and_evaluates_in_float16() {
         skipped > 0 && scale < 65536.0,
         "scale {scale}, skipped {skipped}"
     );
-    let last: serde_json::Value = serde_json::from_str(
+    let last: EpochRecord = serde_json::from_str(
         std::fs::read_to_string(dir.join("a/metrics.jsonl"))
             .unwrap()
             .lines()
@@ -115,9 +118,8 @@ fn a_float16_run_resumes_bit_identically_and_evaluates_in_float16() {
             .unwrap(),
     )
     .unwrap();
-    let trained = last["test_rel_l2"].as_f64().unwrap();
-    let ev = json(&ono().arg("eval").arg(&ckpt).output().unwrap());
-    let e = ev["test_rel_l2"].as_f64().unwrap();
+    let trained = last.test_rel_l2.unwrap();
+    let e = json::<Evaluation>(&ono().arg("eval").arg(&ckpt).output().unwrap()).test_rel_l2;
     // float32 evaluation of the same weights differs in the 4th digit.
     assert!((e - trained).abs() <= 1e-7 * trained, "{e} vs {trained}");
 }
@@ -151,7 +153,7 @@ fn killed_run_resumes_bit_identically(name: &str, top: &str) -> PathBuf {
     // The same run, killed with SIGKILL once a mid-epoch checkpoint exists.
     let cfg_b = config(&dir, "b");
     train_then_kill(&cfg_b, &dir.join("b/checkpoints/last.json"), |v| {
-        v["epoch"].as_u64() >= Some(1) && v["batch_in_epoch"].as_u64() > Some(0)
+        v.epoch >= 1 && v.batch_in_epoch > 0
     });
     let killed_at = Checkpoint::load(&dir.join("b/checkpoints/last.safetensors"))
         .unwrap()
@@ -173,9 +175,9 @@ fn killed_run_resumes_bit_identically(name: &str, top: &str) -> PathBuf {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(summary["resumed_at"].as_u64().unwrap() > 0, "{summary}");
-    assert_eq!(summary["steps"].as_u64(), Some(total));
+    let summary: Summary = json(&out);
+    assert!(summary.resumed_at > 0, "{summary:?}");
+    assert_eq!(summary.steps, total);
 
     let a = model_and_optimizer(&dir.join("a/checkpoints/last.safetensors"));
     let b = model_and_optimizer(&dir.join("b/checkpoints/last.safetensors"));
@@ -189,14 +191,13 @@ fn killed_run_resumes_bit_identically(name: &str, top: &str) -> PathBuf {
         assert!(va == vb, "{ka} differs after resume");
     }
     // The recorded history matches too (except wall-clock seconds).
-    let strip = |p: &Path| -> Vec<serde_json::Value> {
+    let strip = |p: &Path| -> Vec<EpochRecord> {
         std::fs::read_to_string(p)
             .unwrap()
             .lines()
-            .map(|l| {
-                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v.as_object_mut().unwrap().remove("seconds");
-                v
+            .map(|l| EpochRecord {
+                seconds: 0.0,
+                ..serde_json::from_str(l).unwrap()
             })
             .collect()
     };
@@ -378,15 +379,14 @@ lr = 0.005
     assert!(out.status.success(), "{log}");
     // Not a terminal: plain progress lines.
     assert!(log.contains("epoch 30/30") && log.contains("it/s"), "{log}");
-    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let final_err = summary["final_test_rel_l2"].as_f64().unwrap();
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("run/metrics.jsonl"))
+    let final_err = json::<Summary>(&out).final_test.unwrap();
+    let lines: Vec<EpochRecord> = std::fs::read_to_string(dir.join("run/metrics.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 30);
-    let first = lines[0]["test_rel_l2"].as_f64().unwrap();
+    let first = lines[0].test_rel_l2.unwrap();
     eprintln!("mean-field baseline {baseline:.4}, epoch 1 {first:.4}, final {final_err:.4}");
     // Measured 2026-11-24: baseline 0.268, epoch 1 0.274, final 0.144 (seed 3, 17×17, 120 samples).
     assert!(
@@ -417,8 +417,7 @@ lr = 0.005
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let ev: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let e = ev["test_rel_l2"].as_f64().unwrap();
+    let e = json::<Evaluation>(&out).test_rel_l2;
     assert!(
         (e - final_err).abs() < 1e-6 * final_err.max(1.0),
         "{e} vs {final_err}"
@@ -450,7 +449,7 @@ lr = 0.005
         .output()
         .unwrap();
     ok(&out);
-    let fine_err = json(&out)["test_rel_l2"].as_f64().unwrap();
+    let fine_err = json::<Evaluation>(&out).test_rel_l2;
     eprintln!("ONO at 33×33 without retraining: {fine_err:.4}");
     assert!(fine_err.is_finite() && fine_err < 1.0, "{fine_err}");
 
@@ -500,9 +499,9 @@ fn bench_step_times_each_precision_and_refuses_an_unknown_one() {
     for p in ["f32", "bf16", "f16"] {
         let out = bench(p);
         ok(&out);
-        let v = json(&out);
-        assert_eq!(v["precision"], p, "{v}");
-        assert!(v["median_s"].as_f64().unwrap() > 0.0, "{v}");
+        let v: StepReport = json(&out);
+        assert_eq!(v.precision.name(), p, "{v:?}");
+        assert!(v.median_s > 0.0, "{v:?}");
     }
     let out = bench("fp8");
     let err = String::from_utf8_lossy(&out.stderr);

@@ -8,6 +8,8 @@ mod common;
 use std::path::Path;
 
 use ono_data::dataset::TensorDataset;
+use ono_train::evaluate::Evaluation;
+use ono_train::Summary;
 
 use common::{generated_darcy, json, mean_field_error, ok, ono, temp_dir};
 
@@ -41,7 +43,7 @@ fn eval(checkpoint: &Path, data: &Path) -> f64 {
         .output()
         .unwrap();
     ok(&out);
-    json(&out)["test_rel_l2"].as_f64().unwrap()
+    json::<Evaluation>(&out).test_rel_l2
 }
 
 #[test]
@@ -87,7 +89,7 @@ normalize_y = "unit"
         .output()
         .unwrap();
     ok(&out);
-    let final_err = json(&out)["final_test_rel_l2"].as_f64().unwrap();
+    let final_err = json::<Summary>(&out).final_test.unwrap();
     let ckpt = dir.join("run/checkpoints/last.safetensors");
     let again = eval(&ckpt, &data);
 

@@ -24,6 +24,7 @@ use std::time::Instant;
 use ono_data::dataset::{epoch_order, mix, Split};
 use ono_kernels::{health, host};
 use ono_models::{Model, Recompute};
+use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
@@ -42,22 +43,25 @@ use crate::scaler::LossScaler;
 use crate::step::{LossSpec, PendingLoss, StepRunner};
 use crate::{Error, Result};
 
-/// What a finished run reports.
-#[derive(Debug, Clone)]
+/// What a finished run reports: the JSON line `ono train` prints. The fields are in the order of
+/// their JSON keys, sorted, as the line has always printed them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    /// Batches done.
-    pub steps: u64,
-    /// The last epoch's test errors.
-    pub final_test: Option<f64>,
     /// (epoch, error) of the best epoch.
     pub best: Option<(u64, f64)>,
-    /// Where the last checkpoint is.
-    pub last_checkpoint: PathBuf,
     /// The checkpoint that is the run's result: the last, or with `checkpoint.select_best` the
     /// best epoch's (whose test error `final_test` then reports).
+    #[serde(rename = "checkpoint")]
     pub result_checkpoint: PathBuf,
+    /// The last epoch's test errors.
+    #[serde(rename = "final_test_rel_l2")]
+    pub final_test: Option<f64>,
+    /// Where the last checkpoint is.
+    pub last_checkpoint: PathBuf,
     /// The step the run resumed at (0 for a fresh run).
     pub resumed_at: u64,
+    /// Batches done.
+    pub steps: u64,
 }
 
 /// Host reads of a run on its training thread, as [`ono_kernels::host`] counts them.

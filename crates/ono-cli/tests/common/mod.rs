@@ -8,7 +8,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ono_data::dataset::{Split, TensorDataset};
-use ono_train::checkpoint::Checkpoint;
+use ono_train::checkpoint::{Checkpoint, TrainState};
+use serde::de::DeserializeOwned;
 use tch::{Kind, Tensor};
 
 /// The `ono` binary with one OpenMP thread.
@@ -29,9 +30,15 @@ pub fn ok(out: &Output) -> String {
     err
 }
 
-/// The command's stdout as JSON.
-pub fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap()
+/// The command's stdout as the JSON of a `T` (`ono train`'s [`ono_train::Summary`], `ono eval`'s
+/// [`ono_train::evaluate::Evaluation`], ...).
+pub fn json<T: DeserializeOwned>(out: &Output) -> T {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e} in the output:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 /// A fresh scratch folder for one test.
@@ -62,8 +69,8 @@ pub fn generated_darcy(
     data
 }
 
-/// A JSON file, or `None` while it is missing or half-written.
-pub fn read_json(path: &Path) -> Option<serde_json::Value> {
+/// A JSON file as a `T`, or `None` while it is missing or half-written.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Option<T> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
@@ -117,9 +124,9 @@ pub fn mean_field_error(ds: &TensorDataset) -> f64 {
     ono_train::evaluate::mean_field_error(ds).unwrap()
 }
 
-/// Starts `ono train CONFIG --quiet`, waits until the checkpoint sidecar `sidecar` exists and
-/// satisfies `ready`, then kills the run with SIGKILL.
-pub fn train_then_kill(config: &Path, sidecar: &Path, ready: impl Fn(&serde_json::Value) -> bool) {
+/// Starts `ono train CONFIG --quiet`, waits until the checkpoint sidecar `sidecar` (a
+/// [`TrainState`]) exists and satisfies `ready`, then kills the run with SIGKILL.
+pub fn train_then_kill(config: &Path, sidecar: &Path, ready: impl Fn(&TrainState) -> bool) {
     let mut child = ono()
         .arg("train")
         .arg(config)
@@ -129,7 +136,7 @@ pub fn train_then_kill(config: &Path, sidecar: &Path, ready: impl Fn(&serde_json
         .spawn()
         .unwrap();
     let start = Instant::now();
-    while !read_json(sidecar).is_some_and(|v| ready(&v)) {
+    while !read_json::<TrainState>(sidecar).is_some_and(|v| ready(&v)) {
         assert!(
             start.elapsed() < Duration::from_secs(120),
             "no checkpoint appeared"
