@@ -44,35 +44,7 @@ pub enum DataCmd {
     /// Generate a data set by the published process and write it in the original file layout
     /// (MAT v5, as the published files), with a metadata JSON beside it (seed, parameters,
     /// solver, version). Sample i depends only on (seed, i).
-    Gen {
-        /// darcy, ns2d or burgers.
-        kind: String,
-        /// Number of samples.
-        #[arg(long)]
-        n: usize,
-        /// Solver grid (Darcy K: 421 published; NS: 256; Burgers: 8192).
-        #[arg(long)]
-        res: Option<usize>,
-        /// Seed.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Output .mat file (for example data/piececonst_r421_N1024_smooth1.mat).
-        #[arg(long)]
-        out: PathBuf,
-        /// NS2d: `full` (256², Δt 1e-4, stored 64²) or `reduced` (64² solve; see docs/data.md).
-        #[arg(long, default_value = "full")]
-        profile: String,
-        /// NS2d: cpu, cuda or cuda:N.
-        #[arg(long, default_value = "cpu")]
-        device: String,
-        /// NS2d: final time (20 published); fewer frames for quick sets.
-        #[arg(long)]
-        t_final: Option<f64>,
-        /// NS2d: samples solved together (20 in the original; 100 or more fill a large GPU).
-        /// The samples do not depend on it.
-        #[arg(long)]
-        batch: Option<usize>,
-    },
+    Gen(GenArgs),
     /// Write a miniature copy of a benchmark's files (original names, formats and layouts, a few
     /// samples) into a folder, to try the loaders and `ono train` without the real data.
     Miniature {
@@ -113,6 +85,43 @@ pub enum DataCmd {
     },
 }
 
+/// `ono data gen`'s arguments.
+#[derive(clap::Args)]
+pub struct GenArgs {
+    /// darcy, ns2d or burgers.
+    pub kind: String,
+    /// Number of samples.
+    #[arg(long)]
+    pub n: usize,
+    /// Solver grid (Darcy K: 421 published; NS: 256; Burgers: 8192).
+    #[arg(long)]
+    pub res: Option<usize>,
+    /// Seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Output .mat file (for example data/piececonst_r421_N1024_smooth1.mat).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// NS2d: `full` (256², Δt 1e-4, stored 64²) or `reduced` (64² solve, IF-RK4 at Δt 0.02;
+    /// see docs/data.md).
+    #[arg(long, default_value = "full")]
+    pub profile: String,
+    /// NS2d: cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// NS2d: final time (20 published); fewer frames for quick sets.
+    #[arg(long)]
+    pub t_final: Option<f64>,
+    /// NS2d: samples solved together (20 in the original; 100 or more fill a large GPU).
+    /// The samples do not depend on it.
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// NS2d: the time integrator, `cn-euler` (ns_2d.py's, Δt 1e-4) or `if-rk4` (Δt 0.02);
+    /// default: the profile's.
+    #[arg(long)]
+    pub scheme: Option<String>,
+}
+
 /// Runs one `ono data` command.
 pub fn run(cmd: DataCmd) -> Result<()> {
     match cmd {
@@ -139,17 +148,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             };
             data_info(&benchmark, data_dir, &opts)
         }
-        DataCmd::Gen {
-            kind,
-            n,
-            res,
-            seed,
-            out,
-            profile,
-            device,
-            t_final,
-            batch,
-        } => data_gen(&kind, n, res, seed, &out, &profile, &device, t_final, batch),
+        DataCmd::Gen(args) => data_gen(&args),
         DataCmd::Miniature { benchmark, out } => {
             let b: Benchmark = benchmark.parse()?;
             let m = ono_data::benchmarks::miniature::write(b, &out)?;
@@ -186,7 +185,11 @@ pub fn run(cmd: DataCmd) -> Result<()> {
                 ..Default::default()
             };
             let start = std::time::Instant::now();
-            let grid = cfg.dataset(n_train, n_test, seed, stride)?;
+            let bar = progress_bar((n_train + n_test) as u64, "darcy");
+            let grid = cfg.dataset_with_progress(n_train, n_test, seed, stride, |done, _| {
+                bar.set(done as u64)
+            })?;
+            bar.finish();
             let (ds, layout) = match points {
                 Some(p) => (
                     ono_data::point_cloud::scatter_grid(&grid, p, seed)?,
@@ -287,18 +290,20 @@ fn data_info(benchmark: &str, data_dir: Option<PathBuf>, opts: &LoadOptions) -> 
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn data_gen(
-    kind: &str,
-    n: usize,
-    res: Option<usize>,
-    seed: u64,
-    out: &std::path::Path,
-    profile: &str,
-    dev: &str,
-    t_final: Option<f64>,
-    batch: Option<usize>,
-) -> Result<()> {
+fn data_gen(args: &GenArgs) -> Result<()> {
+    let GenArgs {
+        kind,
+        n,
+        res,
+        seed,
+        out,
+        profile,
+        device: dev,
+        t_final,
+        batch,
+        scheme,
+    } = args;
+    let (kind, n, res, seed, out) = (kind.as_str(), *n, *res, *seed, out.as_path());
     anyhow::ensure!(n > 0, "--n must be at least 1");
     // Refuse an unwritable destination before the solve, not after it.
     let parent = match out.parent() {
@@ -319,25 +324,14 @@ fn data_gen(
                 resolution: res.unwrap_or(421),
                 ..Default::default()
             };
-            let k = cfg.resolution;
-            let mut coeff = ndarray::Array3::<f64>::zeros((n, k, k));
-            let mut sol = ndarray::Array3::<f64>::zeros((n, k, k));
-            let chunk = 16;
-            for from in (0..n).step_by(chunk) {
-                let m = chunk.min(n - from);
-                let (c, s) = cfg.generate_range(from, m, seed)?;
-                coeff
-                    .slice_mut(ndarray::s![from..from + m, .., ..])
-                    .assign(&c);
-                sol.slice_mut(ndarray::s![from..from + m, .., ..])
-                    .assign(&s);
-                bar.inc(m as u64);
-            }
+            let (coeff, sol) =
+                cfg.generate_with_progress(0, n, seed, |done, _| bar.set(done as u64))?;
             ono_pde::darcy_flow::write_mat(out, &coeff, &sol)?;
             (serde_json::to_value(cfg)?, "GRF (α 2, τ 3, orthonormal inverse DCT) thresholded 12/3; not-a-knot spline to nodes; 5-point FD, multigrid-preconditioned CG; spline back to cell centres")
         }
         "ns2d" => {
-            let mut cfg = match profile {
+            use ono_pde::navier_stokes::TimeScheme;
+            let mut cfg = match profile.as_str() {
                 "full" => ono_pde::navier_stokes::NsConfig::fno(device(dev)?),
                 "reduced" => ono_pde::navier_stokes::NsConfig {
                     device: device(dev)?,
@@ -349,23 +343,40 @@ fn data_gen(
                 cfg.resolution = r;
             }
             if let Some(t) = t_final {
-                cfg.t_final = t;
+                cfg.t_final = *t;
             }
             if let Some(b) = batch {
-                cfg.batch_size = b;
+                cfg.batch_size = *b;
             }
-            let (a, u) =
-                cfg.generate_with_progress(n, seed, |done, _| bar.set_position(done as u64))?;
+            match scheme.as_deref() {
+                None => {}
+                Some("cn-euler") => {
+                    cfg.scheme = TimeScheme::CrankNicolsonEuler;
+                    cfg.dt = 1e-4;
+                }
+                Some("if-rk4") => {
+                    cfg.scheme = TimeScheme::IfRk4;
+                    cfg.dt = ono_pde::navier_stokes::NsConfig::reduced().dt;
+                }
+                Some(s) => anyhow::bail!("--scheme: `{s}` is not cn-euler or if-rk4"),
+            }
+            // Progress in sample-snapshots: a batch advances all its samples together.
+            let (a, u) = cfg.generate_with_progress(n, seed, |done, total| {
+                bar.set((done * n / total.max(1)) as u64)
+            })?;
             cfg.write_mat(out, &a, &u)?;
-            (serde_json::to_value(cfg)?, "pseudo-spectral vorticity form, Crank–Nicolson diffusion, forward-Euler advection and forcing, 2/3 dealiasing (FNO ns_2d.py)")
+            let solver = match cfg.scheme {
+                TimeScheme::CrankNicolsonEuler => "pseudo-spectral vorticity form, Crank–Nicolson diffusion, forward-Euler advection and forcing, 2/3 dealiasing (FNO ns_2d.py)",
+                TimeScheme::IfRk4 => "pseudo-spectral vorticity form, integrating-factor RK4 (exact diffusion, RK4 advection and forcing), 2/3 dealiasing",
+            };
+            (serde_json::to_value(cfg)?, solver)
         }
         "burgers" => {
             let cfg = ono_pde::burgers_equation::BurgersConfig {
                 resolution: res.unwrap_or(8192),
                 ..Default::default()
             };
-            let (a, u) = cfg.generate(n, seed)?;
-            bar.inc(n as u64);
+            let (a, u) = cfg.generate_with_progress(n, seed, 0, |done, _| bar.set(done as u64))?;
             ono_pde::burgers_equation::write_mat(out, &a, &u)?;
             (
                 serde_json::to_value(cfg)?,
@@ -397,8 +408,39 @@ fn data_gen(
     Ok(())
 }
 
-/// A progress bar on a terminal, hidden otherwise.
-fn progress_bar(n: u64, what: &str) -> indicatif::ProgressBar {
+/// A generator's progress: a bar on a terminal; elsewhere (a log file, `reproduce`'s captured
+/// output) a line at every tenth, so that a long generation is never silent.
+struct GenProgress {
+    bar: indicatif::ProgressBar,
+    what: String,
+    len: u64,
+    lines: Option<std::sync::atomic::AtomicU64>,
+    start: std::time::Instant,
+}
+
+impl GenProgress {
+    fn set(&self, done: u64) {
+        self.bar.set_position(done);
+        if let Some(printed) = &self.lines {
+            let tenth = done * 10 / self.len.max(1);
+            if printed.fetch_max(tenth, std::sync::atomic::Ordering::Relaxed) < tenth {
+                eprintln!(
+                    "{}: {done}/{} samples, {:.0} s",
+                    self.what,
+                    self.len,
+                    self.start.elapsed().as_secs_f64()
+                );
+            }
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish();
+    }
+}
+
+fn progress_bar(n: u64, what: &str) -> GenProgress {
+    use std::io::IsTerminal;
     let bar = indicatif::ProgressBar::new(n);
     if let Ok(style) = indicatif::ProgressStyle::with_template(
         "{prefix} [{bar:30}] {pos}/{len} samples {per_sec} ETA {eta}",
@@ -406,5 +448,11 @@ fn progress_bar(n: u64, what: &str) -> indicatif::ProgressBar {
         bar.set_style(style.progress_chars("=> "));
     }
     bar.set_prefix(what.to_string());
-    bar
+    GenProgress {
+        bar,
+        what: what.to_string(),
+        len: n,
+        lines: (!std::io::stderr().is_terminal()).then(|| std::sync::atomic::AtomicU64::new(0)),
+        start: std::time::Instant::now(),
+    }
 }

@@ -3,13 +3,14 @@
 //! ```text
 //! cargo run --release -p ono-pde --example ns_timing -- timing [FULL_STEPS] [REDUCED_STEPS]
 //! cargo run --release -p ono-pde --example ns_timing -- deviation [T] [SAMPLES] [--f64] [PROFILE ...]
+//! cargo run --release -p ono-pde --example ns_timing -- scheme [T] [SAMPLES] [DT ...]
 //! cargo run --release -p ono-pde --example ns_timing -- dump FILE.npz
 //! ```
 //!
 //! * `timing` (the default): seconds per sample per simulated time unit of the full profile (256²,
-//!   Δt = 1e-4, batch 4, FULL_STEPS = 200 steps, extrapolated to 10 000 steps per time unit) and of
-//!   the reduced profile (64², batch 20, REDUCED_STEPS = 2000 steps), float32, with the
-//!   library's default threads.
+//!   Δt = 1e-4, batch 4, FULL_STEPS = 200 steps, extrapolated to 10 000 steps per time unit), of
+//!   the 64² grid with the same scheme (batch 20, REDUCED_STEPS = 2000 steps) and of the reduced
+//!   profile (64², IF-RK4 at Δt = 0.02, REDUCED_STEPS / 50 steps), float32.
 //! * `deviation`: relative L2 difference, per snapshot t = 1 … T, between the full profile
 //!   (`256:4:1e-4`, float32) and other profiles solved from the same initial conditions (samples
 //!   0 … SAMPLES−1 of seed 0, drawn at 256²; a coarser solver gets them Fourier-truncated).
@@ -23,6 +24,11 @@
 //!   profile's timing batch (default 4).
 //! * Threads: `NS_THREADS` (default 1). On a loaded 2-core machine libtorch's two OpenMP threads
 //!   spin against other processes and every op ran about 10 times slower than on one thread.
+//! * `scheme`: the reduced profile's grid (64², initial conditions drawn at 256² and truncated)
+//!   integrated by `ns_2d.py`'s scheme at Δt = 1e-4 (the reference) and by the integrating-factor
+//!   RK4 at each DT (default `0.02 0.01 0.005`), float32, batch SAMPLES (default 8), T (default
+//!   20): seconds per sample per time unit of each, and the relative L2 difference from the
+//!   reference per frame; for scale, also the reference at Δt = 2e-4 and in float64 against it.
 //! * `dump`: a small float64 case (64², ν = 1e-3, Δt = 1e-3, T = 2, stride 2, forcing on) written
 //!   as `w0`, `u` to an `.npz`, to compare with a literal port of `ns_2d.py`.
 
@@ -44,7 +50,10 @@ fn main() {
         None | Some("timing") => timing(&args[args.len().min(1)..]),
         Some("deviation") => deviation(&args[1..]),
         Some("dump") => dump(&args[1..]),
-        Some(other) => Err(format!("unknown mode `{other}` (timing, deviation, dump)").into()),
+        Some("scheme") => scheme(&args[1..]),
+        Some(other) => {
+            Err(format!("unknown mode `{other}` (timing, deviation, scheme, dump)").into())
+        }
     };
     if let Err(e) = r {
         eprintln!("ns_timing: {e}");
@@ -105,13 +114,28 @@ fn timing(args: &[String]) -> Res<()> {
         tch::get_num_threads()
     );
     let full = NsConfig::fno(dev);
+    let reduced_cn = NsConfig {
+        device: dev,
+        ..NsConfig::reduced_reference_scheme()
+    };
     let reduced = NsConfig {
         device: dev,
         ..NsConfig::reduced()
     };
     for (name, cfg, batch, steps) in [
         ("full 256², Δt 1e-4", full, full_batch, full_steps),
-        ("reduced 64², Δt 1e-4", reduced, 20, reduced_steps),
+        (
+            "64², ns_2d.py scheme, Δt 1e-4",
+            reduced_cn,
+            20,
+            reduced_steps,
+        ),
+        (
+            "reduced 64², IF-RK4, Δt 0.02",
+            reduced,
+            20,
+            reduced_steps / 50,
+        ),
     ] {
         let sps = seconds_per_step(&cfg, batch, steps)?;
         let per_unit = sps * cfg.steps_per_frame() as f64 / cfg.record_every_time;
@@ -346,5 +370,90 @@ fn dump(args: &[String]) -> Res<()> {
     let u = cfg.solve(&w0)?;
     Tensor::write_npz(&[("w0", &w0), ("u", &u)], path)?;
     println!("wrote {path}: w0 {:?}, u {:?}", w0.size(), u.size());
+    Ok(())
+}
+
+fn scheme(args: &[String]) -> Res<()> {
+    use ono_pde::navier_stokes::TimeScheme;
+    let t_final: f64 = arg(args, 0, 20.0)?;
+    let samples: usize = arg(args, 1, 8)?;
+    let dts: Vec<f64> = if args.len() > 2 {
+        args[2..]
+            .iter()
+            .map(|s| s.parse::<f64>())
+            .collect::<Result<_, _>>()?
+    } else {
+        vec![0.02, 0.01, 0.005]
+    };
+    let dev = device()?;
+    let base = NsConfig {
+        t_final,
+        batch_size: samples,
+        device: dev,
+        ..NsConfig::reduced()
+    };
+    let w0 = fourier_resample(&base.grf.sample(256, 0, 0, samples)?, 64)?;
+    let run = |cfg: &NsConfig| -> Res<(Tensor, f64)> {
+        let t = Instant::now();
+        let out = cfg
+            .solve(&w0.f_to_kind(cfg.kind)?)?
+            .f_to_kind(Kind::Float)?;
+        Ok((out, t.elapsed().as_secs_f64() / (samples as f64 * t_final)))
+    };
+    let reference_cfg = NsConfig {
+        scheme: TimeScheme::CrankNicolsonEuler,
+        dt: 1e-4,
+        ..base
+    };
+    let (reference, ref_cost) = run(&reference_cfg)?;
+    println!(
+        "reference (ns_2d.py scheme, Δt = 1e-4, 64², float32, {samples} samples, T = {t_final}): {ref_cost:.3} s per sample per time unit"
+    );
+    let frames = reference.size()[3];
+    if frames > 1 {
+        let a = reference.f_narrow(3, 1, frames - 1)?;
+        let b = reference.f_narrow(3, 0, frames - 1)?;
+        println!(
+            "  frame-to-frame change ‖u(t+1) − u(t)‖/‖u(t)‖: {}",
+            fmt(&rel_l2_per_frame(&a, &b)?)
+        );
+    }
+    for (label, cfg) in [
+        (
+            "reference at Δt = 2e-4".to_string(),
+            NsConfig {
+                dt: 2e-4,
+                ..reference_cfg
+            },
+        ),
+        (
+            "reference in float64".to_string(),
+            NsConfig {
+                kind: Kind::Double,
+                ..reference_cfg
+            },
+        ),
+    ] {
+        let (out, cost) = run(&cfg)?;
+        println!(
+            "{label} ({cost:.3} s/sample/unit): vs reference {}",
+            fmt(&rel_l2_per_frame(&out, &reference)?)
+        );
+    }
+    for dt in dts {
+        let cfg = NsConfig {
+            scheme: TimeScheme::IfRk4,
+            dt,
+            ..base
+        };
+        match run(&cfg) {
+            Ok((out, cost)) => println!(
+                "IF-RK4 Δt = {dt} ({cost:.3} s/sample/unit, {:.1}× cheaper): vs reference {}",
+                ref_cost / cost,
+                fmt(&rel_l2_per_frame(&out, &reference)?)
+            ),
+            Err(e) => println!("IF-RK4 Δt = {dt}: {e}"),
+        }
+    }
     Ok(())
 }

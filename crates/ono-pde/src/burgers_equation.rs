@@ -380,6 +380,18 @@ impl BurgersConfig {
         seed: u64,
         threads: usize,
     ) -> Result<(Array2<f64>, Array2<f64>)> {
+        self.generate_with_progress(n, seed, threads, |_, _| {})
+    }
+
+    /// [`generate_with_threads`](Self::generate_with_threads), calling `progress(done, n)` from
+    /// the worker threads as samples finish (in any order).
+    pub fn generate_with_progress(
+        &self,
+        n: usize,
+        seed: u64,
+        threads: usize,
+        progress: impl Fn(usize, usize) + Sync,
+    ) -> Result<(Array2<f64>, Array2<f64>)> {
         self.validate()?;
         let s_out = self.resolution / self.subsample;
         if n.checked_mul(s_out)
@@ -397,8 +409,12 @@ impl BurgersConfig {
         }
         let sampler = self.grf.sampler(self.resolution)?;
         let solver = self.solver(self.resolution)?;
+        let finished = std::sync::atomic::AtomicUsize::new(0);
         let samples = crate::parallel::map_indexed(n, threads, |i| {
-            self.sample_with(&sampler, &solver, seed, i as u64)
+            let sample = self.sample_with(&sampler, &solver, seed, i as u64);
+            let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            progress(done, n);
+            sample
         })?;
         for (i, (ai, ui)) in samples.into_iter().enumerate() {
             a.row_mut(i).assign(&ndarray::ArrayView1::from(&ai));

@@ -204,6 +204,18 @@ impl DarcyConfig {
         n: usize,
         seed: u64,
     ) -> Result<(Array3<f64>, Array3<f64>)> {
+        self.generate_with_progress(start, n, seed, |_, _| {})
+    }
+
+    /// [`DarcyConfig::generate_range`], calling `progress(done, n)` from the worker threads as
+    /// samples finish (in any order).
+    pub fn generate_with_progress(
+        &self,
+        start: usize,
+        n: usize,
+        seed: u64,
+        progress: impl Fn(usize, usize) + Sync,
+    ) -> Result<(Array3<f64>, Array3<f64>)> {
         self.validate()?;
         let k = self.resolution;
         let mut coeffs = Array3::<f64>::zeros((n, k, k));
@@ -213,8 +225,14 @@ impl DarcyConfig {
         }
         let sampler = self.grf.sampler(k)?;
         let solver = PreparedSolver::new(k)?;
+        let finished = std::sync::atomic::AtomicUsize::new(0);
         let samples = crate::parallel::map_indexed(n, 0, |i| {
-            self.sample_with(&sampler, &solver, seed, (start + i) as u64)
+            let sample = self.sample_with(&sampler, &solver, seed, (start + i) as u64);
+            progress(
+                finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+                n,
+            );
+            sample
         })?;
         for (i, (c, s)) in samples.into_iter().enumerate() {
             coeffs.index_axis_mut(ndarray::Axis(0), i).assign(&c);
@@ -1114,6 +1132,18 @@ impl DarcyConfig {
         seed: u64,
         stride: usize,
     ) -> Result<TensorDataset> {
+        self.dataset_with_progress(n_train, n_test, seed, stride, |_, _| {})
+    }
+
+    /// [`DarcyConfig::dataset`], calling `progress(done, n_train + n_test)` as samples finish.
+    pub fn dataset_with_progress(
+        &self,
+        n_train: usize,
+        n_test: usize,
+        seed: u64,
+        stride: usize,
+        progress: impl Fn(usize, usize) + Sync,
+    ) -> Result<TensorDataset> {
         if stride == 0 {
             return Err(Error::Config {
                 what: "stride".into(),
@@ -1126,7 +1156,7 @@ impl DarcyConfig {
                 msg: format!("needs train and test samples, got {n_train} and {n_test}"),
             });
         }
-        let (coeff, sol) = self.generate(n_train + n_test, seed)?;
+        let (coeff, sol) = self.generate_with_progress(0, n_train + n_test, seed, progress)?;
         let k = self.resolution.div_ceil(stride) as i64;
         let r = stride as isize;
         let to_tensor = |a: &Array3<f64>, from: usize, n: usize| -> Result<Tensor> {
