@@ -52,7 +52,7 @@ pub enum Verdict {
     Holds,
     DoesNotHold,
     /// Nothing it needs was measured: the experiments that have no number, with why.
-    NotMeasured(Vec<String>),
+    NotMeasured(Vec<Missing>),
 }
 
 /// A number that decides a claim.
@@ -73,8 +73,8 @@ pub struct Finding {
     pub numbers: Vec<Number>,
     /// What decides it, in words with the numbers.
     pub summary: String,
-    /// The parts (columns, experiments) that were not measured where others were, with why.
-    pub unmeasured: Vec<String>,
+    /// The experiments without a number where others had one.
+    pub unmeasured: Vec<Missing>,
     /// Why it may not hold at this scale: the profile's settings of the experiments that
     /// decide it against the paper's. Only where it does not hold.
     pub why: Option<String>,
@@ -102,7 +102,7 @@ impl Finding {
 
     /// Sets the verdict: not measured when nothing was, else whether any part failed; the
     /// reason is kept only where it does not hold.
-    fn decide(mut self, measured: bool, failed: bool, missing: Vec<String>, why: String) -> Self {
+    fn decide(mut self, measured: bool, failed: bool, missing: Vec<Missing>, why: String) -> Self {
         if !measured {
             self.verdict = Verdict::NotMeasured(missing);
         } else {
@@ -136,41 +136,68 @@ struct Scale<'a> {
 }
 
 impl Scale<'_> {
-    /// `reason`, then each experiment's settings against its counterpart in the paper plan
-    /// (the experiment of the paper's cell at the same table, row and column).
+    /// `reason`, then the settings of the experiments `ids` against their counterparts in the
+    /// paper plan (the experiments of the paper's cells at the same table, row and column):
+    /// experiments of the same settings together, and as ranges where there are many.
     fn why(&self, reason: &str, ids: &[&str]) -> String {
-        let mut s = reason.to_string();
-        let mut seen: Vec<&str> = Vec::new();
+        // (ids, here, paper), one entry per distinct pair of settings.
+        let mut groups: Vec<(Vec<&str>, Settings, Option<Settings>)> = Vec::new();
         for id in ids {
-            if seen.contains(id) {
-                continue;
-            }
-            seen.push(id);
-            let Some(here) = self.config(self.r.plan, id) else {
+            let Some(here) = self.config(self.r.plan, id).map(|c| Settings::of(&c)) else {
                 continue;
             };
-            let theirs =
-                self.paper
-                    .and_then(|p| {
-                        let c = self
-                            .r
-                            .plan
-                            .cells
-                            .iter()
-                            .find(|c| c.source.experiment() == Some(id))?;
-                        let twin = p.cells.iter().find(|t| {
-                            (t.table, &t.row, &t.column) == (c.table, &c.row, &c.column)
-                        })?;
-                        self.config(p, twin.source.experiment()?)
-                    })
-                    .map_or(String::new(), |p| format!(" (paper: {})", settings(&p)));
-            let _ = write!(s, " `{id}`: {}{theirs};", settings(&here));
+            let theirs = self.paper.and_then(|p| {
+                let c = self
+                    .r
+                    .plan
+                    .cells
+                    .iter()
+                    .find(|c| c.source.experiment() == Some(id))?;
+                let twin = p
+                    .cells
+                    .iter()
+                    .find(|t| (t.table, &t.row, &t.column) == (c.table, &c.row, &c.column))?;
+                self.config(p, twin.source.experiment()?)
+                    .map(|c| Settings::of(&c))
+            });
+            match groups.iter_mut().find(|g| (&g.1, &g.2) == (&here, &theirs)) {
+                Some(g) if !g.0.contains(id) => g.0.push(id),
+                Some(_) => {}
+                None => groups.push((vec![id], here, theirs)),
+            }
         }
-        if s.ends_with(';') {
-            s.pop();
-            s.push('.');
+        let paper = |p: &Option<Settings>| {
+            p.as_ref()
+                .map_or(String::new(), |p| format!(" (paper: {})", p.words()))
+        };
+        let body = if groups.len() <= 3 {
+            groups
+                .iter()
+                .map(|(ids, here, theirs)| {
+                    let ids: Vec<String> = ids.iter().map(|id| format!("`{id}`")).collect();
+                    format!("{}: {}{}", ids.join(", "), here.words(), paper(theirs))
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        } else {
+            let n: usize = groups.iter().map(|g| g.0.len()).sum();
+            let here: Vec<&Settings> = groups.iter().map(|g| &g.1).collect();
+            let theirs: Vec<&Settings> = groups.iter().filter_map(|g| g.2.as_ref()).collect();
+            format!(
+                "these {n} experiments have {}{}",
+                Settings::range(&here),
+                if theirs.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (paper: {})", Settings::range(&theirs))
+                }
+            )
+        };
+        if body.is_empty() {
+            reason.trim_end_matches(':').to_string() + "."
+        } else {
+            format!("{reason} {body}.")
         }
-        s
     }
 
     fn config(&self, plan: &Plan, id: &str) -> Option<TrainConfig> {
@@ -181,45 +208,132 @@ impl Scale<'_> {
     }
 }
 
-/// An experiment's size in words: model width and depth, training samples, epochs.
-fn settings(cfg: &TrainConfig) -> String {
-    let mut parts = Vec::new();
-    if let Ok(m) = cfg.model.config() {
-        let v = serde_json::to_value(&m).unwrap_or_default();
-        if let Some(w) = field(&v, &["n_hidden", "width"]) {
-            parts.push(format!("width {w}"));
-        }
-        if let Some(l) = field(&v, &["n_layers", "num_encoder_layers"]) {
-            parts.push(format!("{l} layers"));
+/// An experiment's size: its model's width and depth, training samples and epochs.
+#[derive(Debug, Clone, PartialEq)]
+struct Settings {
+    width: Option<i64>,
+    layers: Option<i64>,
+    /// The training samples it takes, or where it takes all of them from.
+    samples: Result<i64, &'static str>,
+    epochs: u64,
+}
+
+impl Settings {
+    fn of(cfg: &TrainConfig) -> Self {
+        let model = cfg
+            .model
+            .config()
+            .ok()
+            .and_then(|m| serde_json::to_value(&m).ok())
+            .unwrap_or_default();
+        Self {
+            width: field(&model, &["n_hidden", "width"]),
+            layers: field(&model, &["n_layers", "num_encoder_layers"]),
+            samples: match (cfg.data.ntrain, &cfg.data.path) {
+                (Some(n), _) => Ok(n),
+                (None, Some(_)) => Err("its file's training split"),
+                (None, None) => Err("the published training split"),
+            },
+            epochs: cfg.epochs,
         }
     }
-    parts.push(match (cfg.data.ntrain, &cfg.data.path) {
-        (Some(n), _) => format!("{n} training samples"),
-        (None, Some(_)) => "its file's training split".into(),
-        (None, None) => "the full published training split".into(),
-    });
-    parts.push(format!("{} epochs", cfg.epochs));
-    parts.join(", ")
+
+    /// `width 64, 3 layers, 64 training samples, 32 epochs`.
+    fn words(&self) -> String {
+        Self::range(&[self])
+    }
+
+    /// The same over several experiments: each number as its range (`width 8–64`).
+    fn range(all: &[&Settings]) -> String {
+        let span = |xs: Vec<i64>| -> Option<(String, bool)> {
+            let (lo, hi) = (*xs.iter().min()?, *xs.iter().max()?);
+            Some(if lo == hi {
+                (lo.to_string(), lo == 1)
+            } else {
+                (format!("{lo}–{hi}"), false)
+            })
+        };
+        let plural = |(n, one): (String, bool), what: &str| {
+            format!("{n} {what}{}", if one { "" } else { "s" })
+        };
+        let mut parts = Vec::new();
+        if let Some((w, _)) = span(all.iter().filter_map(|s| s.width).collect()) {
+            parts.push(format!("width {w}"));
+        }
+        if let Some(l) = span(all.iter().filter_map(|s| s.layers).collect()) {
+            parts.push(plural(l, "layer"));
+        }
+        let mut samples: Vec<String> = Vec::new();
+        if let Some(n) = span(all.iter().filter_map(|s| s.samples.ok()).collect()) {
+            samples.push(plural(n, "training sample"));
+        }
+        for s in all {
+            if let Err(split) = s.samples {
+                if !samples.iter().any(|x| x == split) {
+                    samples.push(split.to_string());
+                }
+            }
+        }
+        parts.push(samples.join(" or "));
+        if let Some(e) = span(all.iter().map(|s| s.epochs as i64).collect()) {
+            parts.push(plural(e, "epoch"));
+        }
+        parts.join(", ")
+    }
 }
 
 /// The first of `keys` in a model's serialized configuration, at its top level or one section
 /// down (`nsl.n_hidden`).
-fn field(v: &serde_json::Value, keys: &[&str]) -> Option<serde_json::Value> {
-    let obj = v.as_object()?;
-    keys.iter()
-        .find_map(|k| obj.get(*k).cloned())
-        .or_else(|| obj.values().find_map(|sub| field_here(sub, keys)))
+fn field(v: &serde_json::Value, keys: &[&str]) -> Option<i64> {
+    let here = |v: &serde_json::Value| {
+        let obj = v.as_object()?;
+        keys.iter().find_map(|k| obj.get(*k)?.as_i64())
+    };
+    here(v).or_else(|| v.as_object()?.values().find_map(here))
 }
 
-fn field_here(v: &serde_json::Value, keys: &[&str]) -> Option<serde_json::Value> {
-    let obj = v.as_object()?;
-    keys.iter().find_map(|k| obj.get(*k).cloned())
+/// An experiment without a number, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Missing {
+    pub experiment: String,
+    pub why: String,
 }
 
-/// "id (why)" for a run without a number.
-fn missing(id: &str, why: &str) -> String {
-    let why = why.split(':').next().unwrap_or(why);
-    format!("`{id}` ({why})")
+/// The experiments without a number, in words: each by name where they are few, else by their
+/// folder (`airfoil/*`) and why.
+fn missing_words(missing: &[Missing]) -> String {
+    if missing.len() <= 4 {
+        return missing
+            .iter()
+            .map(|m| format!("`{}` ({})", m.experiment, m.why))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    let mut groups: Vec<(&str, &str, usize)> = Vec::new();
+    for m in missing {
+        let folder = m.experiment.split('/').next().unwrap_or_default();
+        match groups
+            .iter_mut()
+            .find(|g| (g.0, g.1) == (folder, m.why.as_str()))
+        {
+            Some(g) => g.2 += 1,
+            None => groups.push((folder, &m.why, 1)),
+        }
+    }
+    groups
+        .iter()
+        .map(|(folder, why, n)| format!("`{folder}/*` ({n}, {why})"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A run without a number: why, in a word or two (the whole message is in the experiments'
+/// table and under "Missing data").
+fn missing(id: &str, why: &str) -> Missing {
+    Missing {
+        experiment: id.to_string(),
+        why: why.split(':').next().unwrap_or(why).to_string(),
+    }
 }
 
 /// The two mean-field claims, over every trained experiment that a cell reads (its seeds
@@ -288,33 +402,20 @@ fn mean_field(s: &Scale) -> Vec<Finding> {
         for (id, t, m) in &measured {
             f.number(*id, t / m);
         }
+        let ratio = |(id, t, m): &(&str, f64, f64)| format!("`{id}` {:.2}×", t / m);
         f.summary = if fails.is_empty() {
             let worst = measured
                 .iter()
                 .max_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2)));
             format!(
-                "all {n} measured trained experiments{}",
-                worst.map_or(String::new(), |(id, t, m)| format!(
-                    "; the highest is `{id}` at {:.2}× ({} against {})",
-                    t / m,
-                    err(*t),
-                    err(*m)
-                ))
+                "all {n} measured trained experiments do{}",
+                worst.map_or(String::new(), |w| format!("; the highest: {}", ratio(w)))
             )
         } else {
             format!(
-                "{} of {n} measured trained experiments; not: {}",
+                "{} of {n} measured trained experiments do; not: {} (error / mean field)",
                 n - fails.len(),
-                fails
-                    .iter()
-                    .map(|(id, t, m)| format!(
-                        "`{id}` ({} = {:.2}× the mean field {})",
-                        err(*t),
-                        t / m,
-                        err(*m)
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                fails.iter().map(|w| ratio(w)).collect::<Vec<_>>().join(", ")
             )
         };
         let ids: Vec<&str> = fails.iter().map(|(id, ..)| *id).collect();
@@ -408,10 +509,10 @@ fn table1_ranks(s: &Scale) -> Vec<Finding> {
         let Some((_, ono_v, ono_p, ono_id)) = ono_here.filter(|_| measured.len() >= MIN_RANKED)
         else {
             if ono_here.is_some() {
-                absent.push(format!(
-                    "{} of the {MIN_RANKED} models a ranking needs",
+                f.summary = format!(
+                    "{} models measured, of the {MIN_RANKED} a ranking needs",
                     measured.len()
-                ));
+                );
             }
             out.push(f.decide(false, false, absent, String::new()));
             continue;
@@ -732,7 +833,7 @@ pub fn markdown(findings: &[Finding]) -> String {
         if f.unmeasured.is_empty() {
             String::new()
         } else {
-            format!(" Not measured: {}.", f.unmeasured.join(", "))
+            format!(" Not measured: {}.", missing_words(&f.unmeasured))
         }
     };
     for f in holds {
@@ -756,7 +857,7 @@ pub fn markdown(findings: &[Finding]) -> String {
             f.why.as_deref().unwrap_or("")
         );
     }
-    let unmeasured: Vec<(&Finding, &Vec<String>)> = findings
+    let unmeasured: Vec<(&Finding, &Vec<Missing>)> = findings
         .iter()
         .filter_map(|f| match &f.verdict {
             Verdict::NotMeasured(m) => Some((f, m)),
@@ -764,9 +865,14 @@ pub fn markdown(findings: &[Finding]) -> String {
         })
         .collect();
     if !unmeasured.is_empty() {
-        md.push_str("\nNot measured in this run (the experiments below have no number):\n\n");
+        md.push_str("\nNot measured in this run:\n\n");
         for (f, m) in unmeasured {
-            let _ = writeln!(md, "- {}: {}", f.statement, m.join(", "));
+            let why = match (f.summary.is_empty(), m.is_empty()) {
+                (false, true) => f.summary.clone(),
+                (false, false) => format!("{}; {}", f.summary, missing_words(m)),
+                (true, _) => missing_words(m),
+            };
+            let _ = writeln!(md, "- {}: {why}", f.statement);
         }
     }
     md

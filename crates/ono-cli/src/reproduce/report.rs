@@ -74,8 +74,11 @@ fn paper_only(paper: &Plan, plan: &Plan) -> String {
     }
     let _ = writeln!(
         s,
-        "This profile does not run these {} cells of the paper profile:\n",
-        dropped.len()
+        "This profile does not run {} of the paper profile's cells:\n",
+        match dropped.len() {
+            1 => "this one".to_string(),
+            n => format!("these {n}"),
+        }
     );
     for table in 1..=8 {
         let cells: Vec<String> = dropped
