@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::paper;
 use super::plan::{model_label, Cell, Plan, Source, Work};
-use super::values::{err, mean, Readings, Shown};
+use super::values::{err, Reading, Readings, Shown};
 
 /// The profile's bar: every trained model ends at most this fraction of its task's mean-field
 /// error (issue #27).
@@ -336,6 +336,13 @@ fn missing(id: &str, why: &str) -> Missing {
     }
 }
 
+/// Adds `m` unless it is there (several cells read one experiment).
+fn push_new(list: &mut Vec<Missing>, m: Missing) {
+    if !list.contains(&m) {
+        list.push(m);
+    }
+}
+
 /// The two mean-field claims, over every trained experiment that a cell reads (its seeds
 /// averaged).
 fn mean_field(s: &Scale) -> Vec<Finding> {
@@ -356,15 +363,7 @@ fn mean_field(s: &Scale) -> Vec<Finding> {
     for id in &trained {
         let test = r.seeds(id, |o| o.test_rel_l2);
         let field = r.seeds(id, |o| o.mean_field);
-        let ok = |runs: &[super::values::SeedRun]| {
-            mean(
-                &runs
-                    .iter()
-                    .filter_map(|x| x.value.clone().ok())
-                    .collect::<Vec<_>>(),
-            )
-        };
-        match (ok(&test), ok(&field)) {
+        match (Reading::of(&test).value(), Reading::of(&field).value()) {
             (Some(t), Some(m)) if m > 0.0 => measured.push((*id, t, m)),
             _ => {
                 let why = test
@@ -378,10 +377,13 @@ fn mean_field(s: &Scale) -> Vec<Finding> {
     }
     let n = measured.len();
     let mut out = Vec::new();
-    for (claim, bar, statement, reason) in [
+    // (claim, whether a ratio error / mean field fails it, the claim and why in words)
+    let above_bar: fn(f64) -> bool = |ratio| ratio > MEAN_FIELD_BAR;
+    let not_below: fn(f64) -> bool = |ratio| ratio >= 1.0;
+    for (claim, fails, statement, reason) in [
         (
             Claim::MeanFieldBar { bar: MEAN_FIELD_BAR },
-            MEAN_FIELD_BAR,
+            above_bar,
             format!(
                 "Every trained model ends at most {MEAN_FIELD_BAR}× its task's mean-field error (this profile's bar; the mean field predicts the training targets' mean)"
             ),
@@ -389,16 +391,14 @@ fn mean_field(s: &Scale) -> Vec<Finding> {
         ),
         (
             Claim::BeatsMeanField,
-            1.0,
+            not_below,
             "Every trained model beats the mean field".to_string(),
             "A model that does not beat the mean field has not learnt its task from these samples in these epochs:",
         ),
     ] {
         let mut f = Finding::new(claim, statement);
-        let fails: Vec<&(&str, f64, f64)> = measured
-            .iter()
-            .filter(|(_, t, m)| if bar < 1.0 { *t > bar * m } else { *t >= *m })
-            .collect();
+        let fails: Vec<&(&str, f64, f64)> =
+            measured.iter().filter(|(_, t, m)| fails(t / m)).collect();
         for (id, t, m) in &measured {
             f.number(*id, t / m);
         }
@@ -500,11 +500,10 @@ fn table1_ranks(s: &Scale) -> Vec<Finding> {
             let id = c.source.experiment().unwrap_or_default();
             match (r.cell(c).shown, c.paper) {
                 (Shown::Value(v), Some(p)) => measured.push((&c.row, v, p, id)),
-                (Shown::Missing(why), _) => absent.push(missing(id, &why)),
+                (Shown::Missing(why), _) => push_new(&mut absent, missing(id, &why)),
                 _ => {}
             }
         }
-        absent.dedup();
         let ono_here = measured.iter().find(|m| m.0 == ono.row).copied();
         let Some((_, ono_v, ono_p, ono_id)) = ono_here.filter(|_| measured.len() >= MIN_RANKED)
         else {
@@ -623,7 +622,7 @@ fn super_resolution(s: &Scale) -> Vec<Finding> {
                 Some(c) => (c.column.clone(), r.cell(c)),
                 None => (
                     "trained".to_string(),
-                    super::values::Reading::of(&r.seeds(id, |o| o.test_rel_l2)),
+                    Reading::of(&r.seeds(id, |o| o.test_rel_l2)),
                 ),
             };
             // The finest: the smallest stride, else the table's last column.
@@ -805,10 +804,7 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
             _ => {
                 for (c, rd) in [(a, &ra), (t, &rt)] {
                     if let (Shown::Missing(why), Some(id)) = (&rd.shown, c.source.experiment()) {
-                        let m = missing(id, why);
-                        if !absent.contains(&m) {
-                            absent.push(m);
-                        }
+                        push_new(&mut absent, missing(id, why));
                     }
                 }
             }

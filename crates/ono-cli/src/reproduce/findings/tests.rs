@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::reproduce::execute::{Outcome, Recorded, Status};
+use crate::reproduce::execute::{Outcome, Status};
 use crate::reproduce::plan::{base, Cell, Experiment, Plan, Source, Task, Work};
 use crate::reproduce::values::Readings;
+use crate::reproduce::Context;
 
 /// A trained experiment (Darcy FNO's base under another id, on 64 samples for 7 epochs).
 fn experiment(id: &str) -> Experiment {
@@ -48,23 +49,19 @@ fn cell(table: usize, row: &str, column: &str, paper: Option<f64>, source: Sourc
 
 /// A finished experiment with test error `test` against mean field `field`.
 fn done(e: &Experiment, test: f64, field: f64) -> Outcome {
+    let ctx = Context {
+        exe: Default::default(),
+        device: "cpu".into(),
+        threads: None,
+        machine: String::new(),
+        commit: String::new(),
+        quiet: true,
+        eval_batch: 1,
+    };
     Outcome {
-        id: e.id.clone(),
-        status: Status::Done,
         test_rel_l2: Some(test),
         mean_field: Some(field),
-        per_step: Vec::new(),
-        at_stride: BTreeMap::new(),
-        grid_at_stride: BTreeMap::new(),
-        step_s: None,
-        params: None,
-        peak_mb: None,
-        wall_s: 1.0,
-        finished: String::new(),
-        machine: String::new(),
-        device: String::new(),
-        commit: String::new(),
-        experiment: Recorded::of(e),
+        ..Outcome::new(e, &ctx)
     }
 }
 
