@@ -1,7 +1,8 @@
-//! The results: `report.md` (every table as the paper's number, ours and their ratio, with the
-//! machine, device, commit, date and wall time of each cell), `summary.json` (the same, machine
-//! readable) and the plots (Table 1 as grouped bars, the super-resolution curves, the NS2d error
-//! per time step).
+//! The results: `report.md` (what of the paper holds at this scale and what does not, and why;
+//! how the run differs from the paper and which cells only the paper profile runs; then every
+//! table as the paper's number, ours and their ratio, with the machine, device, commit, date and
+//! wall time of each cell), `summary.json` (the same, machine readable) and the plots (Table 1 as
+//! grouped bars, the super-resolution curves, the NS2d error per time step).
 
 use std::fmt::Write as _;
 use std::path::Path;
