@@ -24,8 +24,33 @@ fn reproduce(out: &Path) -> std::process::Command {
 /// What the tests read of `summary.json`.
 #[derive(Debug, Deserialize)]
 struct Summary {
+    findings: Vec<Finding>,
     cells: Vec<CellOut>,
     experiments: Vec<Outcome>,
+}
+
+/// A finding: its claim's kind and its verdict.
+#[derive(Debug, Deserialize)]
+struct Finding {
+    claim: Claim,
+    verdict: Verdict,
+    numbers: Vec<Number>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Claim {
+    kind: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Verdict {
+    verdict: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Number {
+    label: String,
+    value: f64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,6 +149,52 @@ fn smoke_table3_runs_skips_and_resumes() {
         report.contains("Table 3") && report.contains("0.1164"),
         "{report}"
     );
+    // The findings lead, then the differences, then the tables.
+    let at = |s: &str| {
+        report
+            .find(s)
+            .unwrap_or_else(|| panic!("no {s} in {report}"))
+    };
+    assert!(at("## What holds at this scale") < at("## What does not, and why"));
+    assert!(at("## What does not, and why") < at("## How this run differs"));
+    assert!(at("## How this run differs") < at("## Cells only in the paper profile"));
+    assert!(at("## Cells only in the paper profile") < at("## Table 3"));
+    assert!(
+        report.contains("runs every cell of the paper profile"),
+        "{report}"
+    );
+    // Table 3 and the mean field are judged, from the numbers of the two runs.
+    let kinds: Vec<&str> = s.findings.iter().map(|f| f.claim.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["mean_field_bar", "beats_mean_field", "super_resolution"],
+        "{s:?}"
+    );
+    for f in &s.findings {
+        assert!(
+            ["holds", "does_not_hold"].contains(&f.verdict.verdict.as_str()),
+            "{f:?}"
+        );
+    }
+    let superres = &s.findings[2];
+    let number = |label: &str| {
+        superres
+            .numbers
+            .iter()
+            .find(|n| n.label == label)
+            .unwrap()
+            .value
+    };
+    let fno = s
+        .experiments
+        .iter()
+        .find(|e| e.id == "superres/fno")
+        .unwrap();
+    assert_eq!(number("FNO trained"), fno.test_rel_l2.unwrap());
+    assert_eq!(number("FNO finest"), fno.at_stride["1"]);
+    let holds =
+        number("ONO finest") - number("ONO trained") < number("FNO finest") - number("FNO trained");
+    assert_eq!(superres.verdict.verdict == "holds", holds, "{superres:?}");
     assert!(a.join("table3.png").is_file());
 
     // Everything is done: the second call only rewrites the report, with the same numbers.

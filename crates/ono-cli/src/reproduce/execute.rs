@@ -65,6 +65,30 @@ pub struct Outcome {
     pub experiment: Recorded,
 }
 
+impl Outcome {
+    /// A finished experiment without numbers yet, made now by this call.
+    pub fn new(e: &Experiment, ctx: &RunContext) -> Self {
+        Outcome {
+            id: e.id.clone(),
+            status: Status::Done,
+            test_rel_l2: None,
+            mean_field: None,
+            per_step: Vec::new(),
+            at_stride: BTreeMap::new(),
+            grid_at_stride: BTreeMap::new(),
+            step_s: None,
+            params: None,
+            peak_mb: None,
+            wall_s: 0.0,
+            finished: super::utc_now(),
+            machine: ctx.machine.clone(),
+            device: ctx.device.clone(),
+            commit: ctx.commit.clone(),
+            experiment: Recorded::of(e),
+        }
+    }
+}
+
 /// The experiment a result was made by, as `result.json` records it (the plan's experiment,
 /// before the device and threads of the call are set).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -271,24 +295,7 @@ pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
         Work::Train { config, strides } => train(config, strides, dir, ctx),
         Work::Measure(m) => measure(m, ctx),
     };
-    let mut o = Outcome {
-        id: e.id.clone(),
-        status: Status::Done,
-        test_rel_l2: None,
-        mean_field: None,
-        per_step: Vec::new(),
-        at_stride: BTreeMap::new(),
-        grid_at_stride: BTreeMap::new(),
-        step_s: None,
-        params: None,
-        peak_mb: None,
-        wall_s: 0.0,
-        finished: super::utc_now(),
-        machine: ctx.machine.clone(),
-        device: ctx.device.clone(),
-        commit: ctx.commit.clone(),
-        experiment: Recorded::of(e),
-    };
+    let mut o = Outcome::new(e, ctx);
     match result {
         Ok(fill) => fill(&mut o),
         Err(err) => {

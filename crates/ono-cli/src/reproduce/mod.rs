@@ -1,11 +1,14 @@
 //! `ono reproduce`: the ONO paper's tables, one command. The plan ([`plan`]) lists the
 //! experiments of every table; [`execute`] runs each in its own folder (skipping finished ones,
-//! resuming interrupted ones); [`report`] writes `report.md`, `summary.json` and the plots.
+//! resuming interrupted ones); [`report`] writes `report.md` (led by the paper's findings as
+//! [`findings`] judges them), `summary.json` and the plots.
 
 mod execute;
+mod findings;
 mod paper;
 mod plan;
 mod report;
+mod values;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -81,6 +84,15 @@ pub fn run(o: Options) -> Result<bool> {
     let tables = plan::list(o.only.as_deref());
     let models = plan::list(o.models.as_deref());
     let plan = plan::select(plan::plan(profile, &data)?, &tables, &models)?;
+    // What the report compares this profile with: the cells it drops, the settings it shrinks.
+    let paper = match profile {
+        Profile::Paper => None,
+        _ => Some(plan::select(
+            plan::plan(Profile::Paper, &data)?,
+            &tables,
+            &models,
+        )?),
+    };
     if let Some(n) = o.threads {
         anyhow::ensure!(n > 0, "--threads must be positive");
         tch::set_num_threads(n);
@@ -152,7 +164,7 @@ pub fn run(o: Options) -> Result<bool> {
         outcomes.push(o);
     }
     let wall = started.elapsed().as_secs_f64();
-    report::write(&out, profile, &plan, &outcomes, &ctx, wall)?;
+    report::write(&out, profile, &plan, paper.as_ref(), &outcomes, &ctx, wall)?;
     eprintln!(
         "report: {} ({} experiments, {})",
         out.join("report.md").display(),

@@ -1,9 +1,9 @@
-//! The results: `report.md` (every table as the paper's number, ours and their ratio, with the
-//! machine, device, commit, date and wall time of each cell), `summary.json` (the same, machine
-//! readable) and the plots (Table 1 as grouped bars, the super-resolution curves, the NS2d error
-//! per time step).
+//! The results: `report.md` (what of the paper holds at this scale and what does not, and why;
+//! how the run differs from the paper and which cells only the paper profile runs; then every
+//! table as the paper's number, ours and their ratio, with the machine, device, commit, date and
+//! wall time of each cell), `summary.json` (the same, machine readable) and the plots (Table 1 as
+//! grouped bars, the super-resolution curves, the NS2d error per time step).
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -12,19 +12,10 @@ use ono_plot::{grouped_bars, line_chart, ChartSeries};
 use serde::Serialize;
 
 use super::execute::{self, write_json, Outcome, Status};
-use super::plan::{Cell, Measure, Plan, Profile, Source, Work, SEEN_STEPS};
+use super::findings;
+use super::plan::{self, Cell, Measure, Plan, Profile, Source, Work, SEEN_STEPS};
+use super::values::{err, num, Readings, SeedValue, Shown};
 use super::{clock, paper, Context};
-
-/// What a cell shows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
-pub enum Shown {
-    Value(f64),
-    /// The paper's "–".
-    Unsupported,
-    /// Its experiment did not run to the end (missing data, failure), with why.
-    Missing(String),
-}
 
 /// A cell with its value, for `summary.json`.
 #[derive(Serialize)]
@@ -33,57 +24,16 @@ struct CellOut<'a> {
     row: &'a str,
     column: &'a str,
     paper: Option<f64>,
+    /// The value; the mean over the seeds where the cell has several.
     ours: Shown,
+    /// Half the range of the seeds' values.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spread: Option<f64>,
+    /// Every seed's value, where the cell has several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    seeds: Vec<SeedValue>,
     ratio: Option<f64>,
     experiment: Option<&'a str>,
-}
-
-fn value(cell: &Cell, by_id: &HashMap<&str, &Outcome>) -> Shown {
-    let Some(id) = cell.source.experiment() else {
-        return Shown::Unsupported;
-    };
-    let Some(o) = by_id.get(id) else {
-        return Shown::Missing("not run".into());
-    };
-    match &o.status {
-        Status::Done => {}
-        Status::MissingData(m) => return Shown::Missing(format!("no data: {m}")),
-        Status::Failed(m) => return Shown::Missing(format!("failed: {m}")),
-    }
-    let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
-    let seen = SEEN_STEPS as usize;
-    let v = match &cell.source {
-        Source::Unsupported => None,
-        Source::TestError(_) => o.test_rel_l2,
-        Source::AtStride(_, r) => o.at_stride.get(&r.to_string()).copied(),
-        Source::Seen(_) => mean(&o.per_step[..seen.min(o.per_step.len())]),
-        Source::Unseen(_) => o.per_step.get(seen..).and_then(mean),
-        Source::StepTime(_) => o.step_s,
-        Source::Params(_) => o.params.map(|p| p as f64),
-        Source::PeakMemory(_) => o.peak_mb,
-    };
-    v.map_or_else(|| Shown::Missing("not measured".into()), Shown::Value)
-}
-
-/// An error with four significant digits in the paper's style.
-fn num(table: usize, column: &str, v: f64) -> String {
-    match (table, column) {
-        (2, _) => format!("{v:.3} s"),
-        (8, "parameters") => {
-            let s = format!("{}", v.round() as i64);
-            let mut out = String::new();
-            for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 {
-                    out.push(',');
-                }
-                out.push(c);
-            }
-            out
-        }
-        (8, _) => format!("{v:.0}"),
-        _ if v.abs() >= 1e-3 => format!("{v:.4}"),
-        _ => format!("{v:.2e}"),
-    }
 }
 
 const TITLES: [&str; 8] = [
@@ -110,6 +60,39 @@ fn differences(profile: Profile) -> &'static str {
             "- Tables 2 and 8 are measured at 43 × 43 (batch 8, 2 timed steps after one warm-up) on this machine; the paper's were on an RTX 3090 and could not be read from the versions of the paper available to us (no paper column). Peak memory is the process's resident set (CPU).\n",
         ),
     }
+}
+
+/// The section "Cells only in the paper profile": the paper plan's cells that `plan` does not
+/// run, by table.
+fn paper_only(paper: &Plan, plan: &Plan) -> String {
+    let dropped = plan::only_in(paper, plan);
+    let mut s = String::from("## Cells only in the paper profile\n\n");
+    if dropped.is_empty() {
+        s.push_str(
+            "This profile runs every cell of the paper profile (under the same selection).\n\n",
+        );
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "This profile does not run {} of the paper profile's cells:\n",
+        match dropped.len() {
+            1 => "this one".to_string(),
+            n => format!("these {n}"),
+        }
+    );
+    for table in 1..=8 {
+        let cells: Vec<String> = dropped
+            .iter()
+            .filter(|c| c.table == table)
+            .map(|c| format!("{} / {}", c.row, c.column))
+            .collect();
+        if !cells.is_empty() {
+            let _ = writeln!(s, "- Table {table}: {}", cells.join("; "));
+        }
+    }
+    s.push('\n');
+    s
 }
 
 /// Writes `plan.md` (the experiments and the cells they fill) and each trained experiment's
@@ -149,16 +132,20 @@ pub fn write_plan(out: &Path, profile: Profile, plan: &Plan, ctx: &Context) -> R
     Ok(())
 }
 
-/// Writes `report.md`, `summary.json` and the plots into `out`.
+/// Writes `report.md`, `summary.json` and the plots into `out`. `paper` is the paper profile's
+/// plan under the same selection (`None` when this is the paper profile): the cells this
+/// profile drops and the settings the findings compare with.
 pub fn write(
     out: &Path,
     profile: Profile,
     plan: &Plan,
+    paper: Option<&Plan>,
     outcomes: &[Outcome],
     ctx: &Context,
     wall: f64,
 ) -> Result<()> {
-    let by_id: HashMap<&str, &Outcome> = outcomes.iter().map(|o| (o.id.as_str(), o)).collect();
+    let readings = Readings::new(plan, outcomes);
+    let found = findings::evaluate(&readings, paper);
     let mut md = String::new();
     let _ = writeln!(md, "# The ONO paper's tables: {} profile\n", profile.name());
     let _ = writeln!(
@@ -172,72 +159,34 @@ pub fn write(
         super::utc_now(),
         clock(wall)
     );
+    let _ = writeln!(md, "{}", findings::markdown(&found));
     let _ = writeln!(
         md,
         "## How this run differs from the paper\n\n{}",
         differences(profile)
     );
-
-    // Checks the issue asks the quick profile to pass.
-    let mut checks = String::new();
-    let mut worse = Vec::new();
-    let mut trained = 0;
-    for o in outcomes {
-        if let (Some(t), Some(m)) = (o.test_rel_l2, o.mean_field) {
-            trained += 1;
-            if t >= m {
-                worse.push(format!("{} ({} ≥ {})", o.id, num(1, "", t), num(1, "", m)));
-            }
-        }
-    }
-    if trained > 0 {
-        let _ = writeln!(
-            checks,
-            "- **Mean-field baseline** (predicting the training targets' mean): {} of {trained} trained experiments beat it{}.",
-            trained - worse.len(),
-            if worse.is_empty() {
-                String::new()
-            } else {
-                format!("; not: {}", worse.join(", "))
-            }
-        );
-    }
-    let growth = |id: &str| {
-        let o = by_id.get(id)?;
-        let (base, finest) = (o.test_rel_l2?, *o.at_stride.get("1")?);
-        Some((base, finest))
-    };
-    if let (Some((fb, ff)), Some((ob, of))) = (growth("superres/fno"), growth("superres/ono")) {
-        let (fg, og) = (ff - fb, of - ob);
-        let _ = writeln!(
-            checks,
-            "- **Super-resolution:** from 43 to 421, FNO's error goes {} → {} ({:+.4}), ONO's {} → {} ({:+.4}): ONO's grows {} than FNO's.",
-            num(3, "", fb),
-            num(3, "", ff),
-            fg,
-            num(3, "", ob),
-            num(3, "", of),
-            og,
-            if og < fg { "less" } else { "**not less**" }
-        );
-    }
-    if !checks.is_empty() {
-        let _ = writeln!(md, "## Checks\n\n{checks}");
+    if let Some(paper) = paper {
+        md.push_str(&paper_only(paper, plan));
     }
 
     let mut cells_out = Vec::new();
+    let mut seeds_said = false;
     for table in 1..=8 {
         let cells: Vec<&Cell> = plan.cells.iter().filter(|c| c.table == table).collect();
         if cells.is_empty() {
             continue;
         }
+        let read: Vec<_> = cells.iter().map(|c| readings.cell(c)).collect();
+        if !seeds_said && read.iter().any(|r| !r.seeds.is_empty()) {
+            seeds_said = true;
+            md.push_str("Cells run with several seeds (the same experiment otherwise) show the mean of the seeds' values ± half their range, and the number of seeds; the ratio and the findings use the mean, and summary.json lists every seed's value.\n\n");
+        }
         let _ = writeln!(md, "## {}\n", TITLES[table - 1]);
         md.push_str("| model | column | paper | ours | ours / paper | mean field | data | wall | finished | commit |\n|---|---|---|---|---|---|---|---|---|---|\n");
-        for c in &cells {
-            let shown = value(c, &by_id);
-            let o = c.source.experiment().and_then(|id| by_id.get(id));
-            let ratio = match (&shown, c.paper) {
-                (Shown::Value(v), Some(p)) if p > 0.0 => Some(v / p),
+        for (c, reading) in cells.iter().zip(read) {
+            let o = c.source.experiment().and_then(|id| readings.outcome(id));
+            let ratio = match (reading.value(), c.paper) {
+                (Some(v), Some(p)) if p > 0.0 => Some(v / p),
                 _ => None,
             };
             let paper = match (c.paper, &c.source) {
@@ -245,17 +194,11 @@ pub fn write(
                 (None, Source::Unsupported) => "–".into(),
                 (None, _) => "".into(),
             };
-            let ours = match &shown {
-                Shown::Value(v) => num(table, &c.column, *v),
-                Shown::Unsupported => "–".into(),
-                // The file and where it is published are said once, under "Missing data".
-                Shown::Missing(m) if m.starts_with("no data") => "(no data)".into(),
-                Shown::Missing(m) => format!("({})", m.replace('|', "/")),
-            };
+            let ours = reading.format(table, &c.column);
             let data = c
                 .source
                 .experiment()
-                .and_then(|id| plan.experiments.iter().find(|e| e.id == id))
+                .and_then(|id| readings.experiment(id))
                 .map(|e| format!("`{}`", e.id))
                 .unwrap_or_default();
             let _ = writeln!(
@@ -266,7 +209,7 @@ pub fn write(
                 ratio.map_or("".into(), |r| format!("{r:.2}×")),
                 o.and_then(|o| o.mean_field)
                     .filter(|_| matches!(c.source, Source::TestError(_)))
-                    .map_or("".into(), |m| num(1, "", m)),
+                    .map_or("".into(), err),
                 o.map_or("".into(), |o| clock(o.wall_s)),
                 o.map_or("".into(), |o| o.finished.clone()),
                 o.map_or("".into(), |o| o.commit.clone()),
@@ -276,20 +219,22 @@ pub fn write(
                 row: &c.row,
                 column: &c.column,
                 paper: c.paper,
-                ours: shown,
+                spread: reading.spread(),
+                ours: reading.shown,
+                seeds: reading.seeds,
                 ratio,
                 experiment: c.source.experiment(),
             });
         }
         md.push('\n');
-        if let Some(png) = plot(out, table, &cells, &by_id)? {
+        if let Some(png) = plot(out, table, &cells, &readings)? {
             let _ = writeln!(md, "![{}]({png})\n", TITLES[table - 1]);
         }
     }
 
     md.push_str("## Experiments\n\nEach folder holds the experiment file, checkpoints, metrics.jsonl and figures; rerun a cell with `ono train <folder>/experiment.toml --resume`.\n\n| experiment | data | status | wall | machine | device |\n|---|---|---|---|---|---|\n");
     for e in &plan.experiments {
-        let o = by_id.get(e.id.as_str());
+        let o = readings.outcome(&e.id);
         let status = match o.map(|o| &o.status) {
             Some(Status::Done) => "done".to_string(),
             Some(Status::MissingData(_)) => "no data (below)".into(),
@@ -333,6 +278,7 @@ pub fn write(
             "commit": ctx.commit,
             "written": super::utc_now(),
             "wall_s": wall,
+            "findings": found,
             "cells": cells_out,
             "experiments": outcomes,
         }),
@@ -341,16 +287,8 @@ pub fn write(
 }
 
 /// The table's plot, if it has one and something to draw; returns its file name.
-fn plot(
-    out: &Path,
-    table: usize,
-    cells: &[&Cell],
-    by_id: &HashMap<&str, &Outcome>,
-) -> Result<Option<String>> {
-    let ours = |c: &Cell| match value(c, by_id) {
-        Shown::Value(v) => Some(v),
-        _ => None,
-    };
+fn plot(out: &Path, table: usize, cells: &[&Cell], readings: &Readings) -> Result<Option<String>> {
+    let ours = |c: &Cell| readings.cell(c).value();
     let mut rows: Vec<&str> = Vec::new();
     let mut columns: Vec<&str> = Vec::new();
     for c in cells {
@@ -430,7 +368,7 @@ fn plot(
             let mut series = Vec::new();
             let mut steps = 0;
             for id in ["ns2d-time/fno", "ns2d-time/ono"] {
-                if let Some(o) = by_id.get(id).filter(|o| !o.per_step.is_empty()) {
+                if let Some(o) = readings.outcome(id).filter(|o| !o.per_step.is_empty()) {
                     steps = steps.max(o.per_step.len());
                     series.push((id, o.per_step.clone()));
                 }

@@ -168,6 +168,9 @@ pub struct Experiment {
     pub work: Work,
     /// Where its data come from, for the report.
     pub data_note: String,
+    /// The experiment this one repeats with another seed (its id is `<that id>@seed<k>`); the
+    /// cells that read that experiment show the mean over it and its replicates.
+    pub replicate_of: Option<String>,
 }
 
 /// Which number of which experiment a cell shows.
@@ -240,8 +243,46 @@ impl Plan {
                 model: model.to_string(),
                 work,
                 data_note,
+                replicate_of: None,
             });
         }
+    }
+
+    /// Runs the trained experiment `id` with `seeds` seeds in all: `id` itself (its own seed,
+    /// so that its results folder still resumes) and the replicates `<id>@seed<k>` for k in
+    /// 1..seeds, the identical experiment at seed `seed + k`.
+    fn add_seeds(&mut self, id: &str, seeds: usize) {
+        let Some(e) = self.experiments.iter().find(|e| e.id == id).cloned() else {
+            return;
+        };
+        let Work::Train { config, strides } = e.work else {
+            return;
+        };
+        for k in 1..seeds {
+            let replicate = format!("{id}@seed{k}");
+            if self.experiments.iter().any(|e| e.id == replicate) {
+                continue;
+            }
+            let mut config = config.clone();
+            config.seed = config.seed.wrapping_add(k as u64);
+            self.experiments.push(Experiment {
+                id: replicate,
+                model: e.model.clone(),
+                work: Work::Train {
+                    config,
+                    strides: strides.clone(),
+                },
+                data_note: e.data_note.clone(),
+                replicate_of: Some(id.to_string()),
+            });
+        }
+    }
+
+    /// The runs of experiment `id`: itself, then its replicates of other seeds.
+    pub fn seeds_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Experiment> + 'a {
+        self.experiments
+            .iter()
+            .filter(move |e| e.id == id || e.replicate_of.as_deref() == Some(id))
     }
 
     /// Adds a cell.
@@ -280,6 +321,22 @@ impl DataPaths {
     }
 }
 
+/// The cells of `reference` (the paper plan) that `this` plan does not run: absent from it (by
+/// table, row and column), or "–" in it where the reference has an experiment.
+pub fn only_in<'a>(reference: &'a Plan, this: &Plan) -> Vec<&'a Cell> {
+    reference
+        .cells
+        .iter()
+        .filter(|r| r.source != Source::Unsupported)
+        .filter(|r| {
+            !this.cells.iter().any(|c| {
+                (c.table, &c.row, &c.column) == (r.table, &r.row, &r.column)
+                    && c.source != Source::Unsupported
+            })
+        })
+        .collect()
+}
+
 /// Keeps the cells of `tables` and `models` (all when empty) and the experiments they read.
 /// Unknown names are errors that list the known ones.
 pub fn select(plan: Plan, tables: &[String], models: &[String]) -> Result<Plan> {
@@ -306,9 +363,8 @@ pub fn select(plan: Plan, tables: &[String], models: &[String]) -> Result<Plan> 
         .experiments
         .into_iter()
         .filter(|e| {
-            cells
-                .iter()
-                .any(|c| c.source.experiment() == Some(e.id.as_str()))
+            let read = e.replicate_of.as_deref().unwrap_or(&e.id);
+            cells.iter().any(|c| c.source.experiment() == Some(read))
         })
         .collect();
     Ok(Plan { experiments, cells })

@@ -33,6 +33,9 @@ pub struct Reduced {
     pub timed_steps: usize,
     /// Model widths: the smoke profile's are tiny.
     pub tiny: bool,
+    /// Seeds of Table 1's cells, by task (1 where a task is not listed): the cells cheap
+    /// enough to run twice show their seed spread.
+    pub seeds: &'static [(Task, usize)],
 }
 
 impl Reduced {
@@ -50,6 +53,7 @@ impl Reduced {
                 cloud_points: 600,
                 timed_steps: 2,
                 tiny: false,
+                seeds: &[(Task::Darcy, 2)],
             }),
             Profile::Smoke => Some(Self {
                 darcy: (4, 2, 2),
@@ -62,8 +66,17 @@ impl Reduced {
                 cloud_points: 64,
                 timed_steps: 1,
                 tiny: true,
+                seeds: &[],
             }),
         }
+    }
+
+    /// How many seeds Table 1's cells of `task` run with.
+    pub fn seeds(&self, task: Task) -> usize {
+        self.seeds
+            .iter()
+            .find(|(t, _)| *t == task)
+            .map_or(1, |(_, n)| *n)
     }
 
     /// The side of Table 1's reduced Darcy grid.

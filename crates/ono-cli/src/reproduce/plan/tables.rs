@@ -111,6 +111,7 @@ fn table1(ctx: &Ctx, p: &mut Plan) -> Result<()> {
                 Some(cfg) if in_table && !stand_in_only_coordinates => {
                     let id = format!("{}/{owner}", task.key());
                     p.add(&id, owner, train(cfg), ctx.data_note(task));
+                    p.add_seeds(&id, ctx.reduced.map_or(1, |r| r.seeds(task)));
                     Source::TestError(id)
                 }
                 _ => Source::Unsupported,

@@ -109,6 +109,92 @@ fn selection_by_table_and_model() {
     .unwrap();
     assert!(p.experiments.iter().any(|e| e.id == "darcy/fno"));
     assert!(!p.experiments.iter().any(|e| e.id == "darcy/geofno"));
+    // A selected cell keeps its experiment's seed replicates.
+    let p = select(quick(), &["table1".into()], &["fno".into()]).unwrap();
+    assert!(p.experiments.iter().any(|e| e.id == "darcy/fno@seed1"));
+}
+
+/// The quick profile runs Table 1's Darcy cells with two seeds: each has one replicate,
+/// `<id>@seed1`, the same experiment at the next seed; the other profiles and tasks have none.
+#[test]
+fn replicates_repeat_table1_cells_with_other_seeds() {
+    for profile in PROFILES {
+        let p = plan(profile, &paths()).unwrap();
+        let replicates: Vec<&Experiment> = p
+            .experiments
+            .iter()
+            .filter(|e| e.replicate_of.is_some())
+            .collect();
+        if profile != Profile::Quick {
+            assert!(replicates.is_empty(), "{}", profile.name());
+            continue;
+        }
+        // Every Darcy model of Table 1 (Geo-FNO's Darcy run is FNO's).
+        let darcy: Vec<&str> = p
+            .cells
+            .iter()
+            .filter(|c| c.table == 1 && c.column == "Darcy")
+            .filter_map(|c| c.source.experiment())
+            .collect();
+        assert!(darcy.len() >= 8, "{darcy:?}");
+        for id in &darcy {
+            let runs: Vec<&Experiment> = p.seeds_of(id).collect();
+            assert_eq!(runs.len(), 2, "{id}");
+            let (
+                Work::Train {
+                    config: a,
+                    strides: sa,
+                },
+                Work::Train {
+                    config: b,
+                    strides: sb,
+                },
+            ) = (&runs[0].work, &runs[1].work)
+            else {
+                panic!("{id}: not trained")
+            };
+            assert_eq!(runs[1].id, format!("{id}@seed1"));
+            assert_eq!(b.seed, a.seed + 1, "{id}");
+            let mut same = b.as_ref().clone();
+            same.seed = a.seed;
+            assert_eq!(&same, a.as_ref(), "{id}: differs beyond the seed");
+            assert_eq!((sa, &runs[1].model), (sb, &runs[0].model));
+        }
+        let mut of: Vec<&str> = replicates
+            .iter()
+            .filter_map(|e| e.replicate_of.as_deref())
+            .collect();
+        of.sort_unstable();
+        let mut expected = darcy.clone();
+        expected.sort_unstable();
+        expected.dedup();
+        assert_eq!(of, expected);
+    }
+}
+
+/// The reduced profiles drop no cell of the paper's but Geo-FNO's Elasticity (its model has no
+/// input for the stand-in's field); the paper profile drops none of its own.
+#[test]
+fn cells_only_in_the_paper_profile() {
+    let paper = plan(Profile::Paper, &paths()).unwrap();
+    assert!(only_in(&paper, &paper).is_empty());
+    for profile in [Profile::Quick, Profile::Smoke] {
+        let p = plan(profile, &paths()).unwrap();
+        let dropped: Vec<(usize, &str, &str)> = only_in(&paper, &p)
+            .iter()
+            .map(|c| (c.table, c.row.as_str(), c.column.as_str()))
+            .collect();
+        assert_eq!(
+            dropped,
+            [(1, "Geo-FNO", "Elasticity")],
+            "{}",
+            profile.name()
+        );
+    }
+    // A cell absent from a plan counts as dropped.
+    let mut p = plan(Profile::Quick, &paths()).unwrap();
+    p.cells.retain(|c| c.table != 7);
+    assert_eq!(only_in(&paper, &p).len(), 1 + 4);
 }
 
 /// A cell as the snapshot records it.
@@ -141,9 +227,11 @@ fn plans_are_those_of_the_previous_planner() {
         let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
         let mut before: PlanRecord = serde_json::from_str(&text).unwrap();
         let p = plan(profile, &paths()).unwrap();
+        // The seed replicates are new (`replicates_repeat_table1_cells_with_other_seeds`).
         let experiments: Vec<serde_json::Value> = p
             .experiments
             .iter()
+            .filter(|e| e.replicate_of.is_none())
             .map(|e| {
                 let work = match &e.work {
                     Work::Train { config, strides } => {
