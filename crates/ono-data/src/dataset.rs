@@ -388,6 +388,10 @@ pub struct TensorDataset {
     pub grid: Option<Vec<i64>>,
     /// The same for the query points (Π = M), when the splits have a query.
     pub query_grid: Option<Vec<i64>>,
+    /// The test split's own grid, of the same rank as `grid`, when the test samples are at
+    /// another resolution than the training samples (a zero-shot test: `neuralop_darcy` trained
+    /// at 16² and tested at 32²); `None`: the test points are on `grid`. Not with query points.
+    pub test_grid: Option<Vec<i64>>,
 }
 
 impl TensorDataset {
@@ -409,6 +413,33 @@ impl TensorDataset {
                 return Err(Error::Invalid(format!(
                     "grid {g:?} does not have the {} points of a sample",
                     self.train.points()
+                )));
+            }
+        }
+        if let Some(t) = &self.test_grid {
+            let bad = |m: String| Err(Error::Invalid(format!("test_grid {t:?}: {m}")));
+            match &self.grid {
+                None => return bad("given without a grid of the training samples".into()),
+                Some(g) if g.len() != t.len() => {
+                    return bad(format!("has another rank than the grid {g:?}"))
+                }
+                Some(_) => {}
+            }
+            if self.train.query.is_some() {
+                return bad("a test grid of its own is not supported with query points".into());
+            }
+            if t.iter().product::<i64>() != self.test.points() || t.iter().any(|&d| d <= 0) {
+                return bad(format!(
+                    "does not have the {} points of a test sample",
+                    self.test.points()
+                ));
+            }
+        } else if let Some(g) = &self.grid {
+            if g.iter().product::<i64>() != self.test.points() {
+                return Err(Error::Invalid(format!(
+                    "grid {g:?} does not have the {} points of a test sample (a test set at \
+                     another resolution needs its own test_grid)",
+                    self.test.points()
                 )));
             }
         }
@@ -465,6 +496,21 @@ impl TensorDataset {
             self.query_grid.as_deref()
         } else {
             self.grid.as_deref()
+        }
+    }
+
+    /// The grid of the test split's points: its own [`test_grid`](Self::test_grid), else `grid`.
+    pub fn effective_test_grid(&self) -> Option<&[i64]> {
+        self.test_grid.as_deref().or(self.grid.as_deref())
+    }
+
+    /// The grid of the test targets: the query grid when there is a query, else
+    /// [`effective_test_grid`](Self::effective_test_grid).
+    pub fn test_target_grid(&self) -> Option<&[i64]> {
+        if self.test.query.is_some() {
+            self.query_grid.as_deref()
+        } else {
+            self.effective_test_grid()
         }
     }
 
@@ -536,11 +582,13 @@ impl TensorDataset {
         };
         let grid = shape("grid")?;
         let query_grid = shape("query_grid")?;
+        let test_grid = shape("test_grid")?;
         let ds = Self {
             train,
             test,
             grid,
             query_grid,
+            test_grid,
         };
         ds.validate().map_err(|e| Error::Format {
             path: path.to_path_buf(),
@@ -576,7 +624,11 @@ impl TensorDataset {
                 }
             }
         }
-        for (k, g) in [("grid", &self.grid), ("query_grid", &self.query_grid)] {
+        for (k, g) in [
+            ("grid", &self.grid),
+            ("query_grid", &self.query_grid),
+            ("test_grid", &self.test_grid),
+        ] {
             if let Some(g) = g {
                 named.push((k.into(), Tensor::from_slice(g)));
             }
@@ -622,10 +674,22 @@ pub fn grid_positions_2d(h: i64, w: i64) -> Result<Tensor> {
         });
     }
     let opts = (Kind::Float, Device::Cpu);
-    let xs = Tensor::f_linspace(0.0, 1.0, w, opts)?;
-    let ys = Tensor::f_linspace(0.0, 1.0, h, opts)?;
-    let gx = xs.f_view([1, w])?.f_expand([h, w], false)?;
-    let gy = ys.f_view([h, 1])?.f_expand([h, w], false)?;
+    grid_positions_of_axes(
+        &Tensor::f_linspace(0.0, 1.0, h, opts)?,
+        &Tensor::f_linspace(0.0, 1.0, w, opts)?,
+    )
+}
+
+/// Positions of the grid of the coordinates `rows` (h) × `cols` (w), flattened row-major as
+/// [`grid_positions_2d`]: `pos[..., 0]` the column coordinate, `pos[..., 1]` the row coordinate.
+///
+/// # Shapes
+/// - `rows`: (h), `cols`: (w)
+/// - returns: (1, h·w, 2), in the axes' kind
+pub fn grid_positions_of_axes(rows: &Tensor, cols: &Tensor) -> Result<Tensor> {
+    let (h, w) = (rows.size()[0], cols.size()[0]);
+    let gx = cols.f_view([1, w])?.f_expand([h, w], false)?;
+    let gy = rows.f_view([h, 1])?.f_expand([h, w], false)?;
     Ok(Tensor::f_stack(&[gx, gy], -1)?.f_reshape([1, h * w, 2])?)
 }
 
@@ -649,6 +713,7 @@ mod tests {
             test: split(2),
             grid: Some(vec![3, 3]),
             query_grid: Some(vec![2, 2]),
+            test_grid: None,
         }
     }
 
@@ -725,6 +790,77 @@ mod tests {
         assert!(nan.validate().unwrap_err().to_string().contains("aux"));
     }
 
+    /// A test split at another resolution survives the file with its own grid, and every
+    /// inconsistent grid is refused.
+    #[test]
+    fn a_test_grid_of_its_own_is_checked_and_survives_the_file() {
+        let opts = (Kind::Float, Device::Cpu);
+        let split = |s: i64, n: i64| {
+            Split::new(
+                Tensor::randn([s, n * n, 1], opts),
+                Tensor::randn([s, n * n, 1], opts),
+                grid_positions_2d(n, n).unwrap(),
+            )
+        };
+        let ds = TensorDataset {
+            train: split(3, 2),
+            test: split(2, 4),
+            grid: Some(vec![2, 2]),
+            query_grid: None,
+            test_grid: Some(vec![4, 4]),
+        };
+        ds.validate().unwrap();
+        assert_eq!(ds.effective_test_grid(), Some(&[4, 4][..]));
+        assert_eq!(ds.test_target_grid(), Some(&[4, 4][..]));
+        let path =
+            std::env::temp_dir().join(format!("ono-test-grid-{}.safetensors", std::process::id()));
+        ds.write(&path).unwrap();
+        let back = TensorDataset::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(back.test_grid, Some(vec![4, 4]));
+        assert_eq!(back.grid, Some(vec![2, 2]));
+        assert!(back.test.y.equal(&ds.test.y));
+
+        let refused = |train: Split, test: Split, grid: Option<Vec<i64>>, tg: Option<Vec<i64>>| {
+            TensorDataset {
+                train,
+                test,
+                grid,
+                query_grid: None,
+                test_grid: tg,
+            }
+            .validate()
+            .unwrap_err()
+            .to_string()
+        };
+        // The test points off the training grid, without a test grid of their own.
+        let e = refused(split(3, 2), split(2, 4), Some(vec![2, 2]), None);
+        assert!(e.contains("test_grid"), "{e}");
+        // A test grid of the wrong size, of another rank, or without a training grid.
+        let e = refused(split(3, 2), split(2, 4), Some(vec![2, 2]), Some(vec![4, 3]));
+        assert!(e.contains("16 points"), "{e}");
+        let e = refused(split(3, 2), split(2, 4), Some(vec![2, 2]), Some(vec![16]));
+        assert!(e.contains("rank"), "{e}");
+        let e = refused(split(3, 2), split(2, 4), None, Some(vec![4, 4]));
+        assert!(e.contains("without a grid"), "{e}");
+        // Not with query points.
+        let mut train = split(3, 2);
+        let mut test = split(2, 4);
+        train.query = Some(grid_positions_2d(2, 2).unwrap());
+        test.query = Some(grid_positions_2d(2, 2).unwrap());
+        let mut ds = TensorDataset {
+            train,
+            test,
+            grid: Some(vec![2, 2]),
+            query_grid: Some(vec![2, 2]),
+            test_grid: Some(vec![4, 4]),
+        };
+        ds.train.y = Tensor::randn([3, 4, 1], opts);
+        ds.test.y = Tensor::randn([2, 4, 1], opts);
+        let e = ds.validate().unwrap_err().to_string();
+        assert!(e.contains("query"), "{e}");
+    }
+
     /// Samples of different sizes are batched as GNOT's collate: padded to the batch's longest
     /// sample (not the split's), with a mask of the real points, for the points and for each
     /// input function separately; θ is picked per sample; all survive the file.
@@ -777,6 +913,7 @@ mod tests {
             },
             grid: None,
             query_grid: None,
+            test_grid: None,
         };
         let path =
             std::env::temp_dir().join(format!("ono-ragged-{}.safetensors", std::process::id()));

@@ -62,6 +62,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                     test,
                     grid: data.grid,
                     query_grid: data.query_grid,
+                    test_grid: data.test_grid,
                 },
                 None,
             )
@@ -101,6 +102,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                     test,
                     grid: None,
                     query_grid: None,
+                    test_grid: None,
                 };
                 ds.validate()?;
                 (ds, None)

@@ -282,6 +282,7 @@ mod tests {
             test,
             grid: None,
             query_grid: None,
+            test_grid: None,
         }
     }
 
