@@ -693,6 +693,47 @@ pub fn grid_positions_of_axes(rows: &Tensor, cols: &Tensor) -> Result<Tensor> {
     Ok(Tensor::f_stack(&[gx, gy], -1)?.f_reshape([1, h * w, 2])?)
 }
 
+/// The coordinates of a row-major grid of points along each of its axes: for axis a, the
+/// position channel that varies most along the line of nodes from the first node in that
+/// direction, at those nodes. What
+/// [`Normalizer::regridded_at`](crate::normalizer::Normalizer::regridded_at) interpolates
+/// between.
+///
+/// # Shapes
+/// - `pos`: (1 or S, Π grid, d), the first sample's positions are read
+/// - returns: one (grid[a]) float64 tensor per axis
+pub fn grid_axes(pos: &Tensor, grid: &[i64]) -> Result<Vec<Tensor>> {
+    let sz = pos.size();
+    if sz.len() != 3 || sz[1] != grid.iter().product::<i64>() || sz[0] == 0 {
+        return Err(Error::Invalid(format!(
+            "positions {sz:?} are not the points of the grid {grid:?}"
+        )));
+    }
+    let mut shape = grid.to_vec();
+    shape.push(sz[2]);
+    let p = pos
+        .f_select(0, 0)?
+        .f_to_kind(Kind::Double)?
+        .f_reshape(&shape)?;
+    (0..grid.len())
+        .map(|a| {
+            // The nodes along axis a: index 0 on every other axis.
+            let mut line = p.shallow_clone();
+            for b in (0..grid.len()).rev() {
+                if b != a {
+                    line = line.f_select(b as i64, 0)?;
+                }
+            }
+            // (grid[a], d): the channel with the widest range along the line.
+            let range = line
+                .f_amax(&[0i64][..], false)?
+                .f_sub(&line.f_amin(&[0i64][..], false)?)?;
+            let c = range.f_argmax(0, false)?.f_int64_value(&[])?;
+            Ok(line.f_select(1, c)?.f_contiguous()?)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -788,6 +829,21 @@ mod tests {
         let mut nan = dataset(4, 1);
         let _ = nan.test.aux.as_mut().unwrap().get(0).fill_(f64::NAN);
         assert!(nan.validate().unwrap_err().to_string().contains("aux"));
+    }
+
+    /// The axes of a 2-D grid of positions: rows along `pos[.., 1]`, columns along `pos[.., 0]`.
+    #[test]
+    fn grid_axes_read_rows_and_columns_off_the_positions() {
+        let axes = grid_axes(&grid_positions_2d(3, 5).unwrap(), &[3, 5]).unwrap();
+        assert_eq!(Vec::<f64>::try_from(&axes[0]).unwrap(), [0.0, 0.5, 1.0]);
+        assert_eq!(
+            Vec::<f64>::try_from(&axes[1]).unwrap(),
+            [0.0, 0.25, 0.5, 0.75, 1.0]
+        );
+        let line = Tensor::from_slice(&[0.5f32, 0.75, 1.5]).view([1, 3, 1]);
+        let axes = grid_axes(&line, &[3]).unwrap();
+        assert_eq!(Vec::<f64>::try_from(&axes[0]).unwrap(), [0.5, 0.75, 1.5]);
+        assert!(grid_axes(&line, &[2, 2]).is_err());
     }
 
     /// A test split at another resolution survives the file with its own grid, and every

@@ -75,6 +75,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                 layout: d.layout,
                 coarse_r: d.coarse_r,
                 noise: d.noise,
+                test_resolution: d.test_resolution,
             };
             let dir = benchmarks::data_dir(d.data_dir.as_deref());
             let loaded = benchmarks::load(b, &dir, &opts)?;

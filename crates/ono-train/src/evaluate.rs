@@ -99,10 +99,14 @@ pub fn normalized(split: &Split, norms: &Normalizers, device: Device, kind: Kind
 #[derive(Debug, Clone, PartialEq)]
 pub enum EvalData {
     /// The run's own: its dataset file, or its benchmark with the same split, re-read at
-    /// subsampling stride `r` when given (another resolution, e.g. Burgers at 8192 points).
+    /// subsampling stride `r` when given (another resolution, e.g. Burgers at 8192 points), or
+    /// with its test set at `test_resolution` when given (`neuralop_darcy` trained at 16²,
+    /// tested at 32²: the training split stays at the trained resolution).
     Own {
         /// The benchmark's stride (a run on a dataset file has no other).
         r: Option<usize>,
+        /// The test set's resolution (`data.test_resolution`; `neuralop_darcy` only).
+        test_resolution: Option<usize>,
     },
     /// A dataset file (`ono_data::dataset::TensorDataset`), at its own resolution.
     File(PathBuf),
@@ -143,16 +147,24 @@ pub fn evaluate_checkpoint(
     let own = &state.config.data;
     let (ds, name) = match data {
         EvalData::File(path) => (TensorDataset::read(path)?, path.display().to_string()),
-        EvalData::Own { r } => {
+        EvalData::Own { r, test_resolution } => {
             let mut section = own.clone();
-            if r.is_some() {
-                if section.benchmark.is_none() {
+            for (flag, set) in [
+                ("--r", r.is_some()),
+                ("--test-resolution", test_resolution.is_some()),
+            ] {
+                if set && section.benchmark.is_none() {
                     return Err(Error::config(
-                        "--r",
+                        flag,
                         "re-reads the run's benchmark, but the run was trained on a dataset file",
                     ));
                 }
+            }
+            if r.is_some() {
                 section.r = *r;
+            }
+            if test_resolution.is_some() {
+                section.test_resolution = *test_resolution;
             }
             let name = match (&own.path, &own.benchmark, &own.point_clouds) {
                 (Some(p), _, _) => p.display().to_string(),
@@ -165,14 +177,20 @@ pub fn evaluate_checkpoint(
     };
     let ysz = ds.test.y.size();
     let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
-    let norms = p.normalizers_for(ds.grid.as_deref(), ds.query_grid.as_deref())?;
+    // A test split at a resolution of its own beside a training split at the trained one: the
+    // statistics go from the training points to the test points by their positions.
+    let norms = if ds.test_grid.is_some() && ds.grid == p.grid {
+        p.normalizers.for_test_split(&ds)?
+    } else {
+        p.normalizers_for(ds.effective_test_grid(), ds.query_grid.as_deref())?
+    };
     let split = normalized(&ds.test, &norms, device, p.kind())?;
     let errs = evaluate(
         &p.model,
         &norms.y,
         &split,
         p.regime,
-        ds.grid.as_deref(),
+        ds.effective_test_grid(),
         batch,
         steps,
     )?;
@@ -180,7 +198,7 @@ pub fn evaluate_checkpoint(
         checkpoint: checkpoint.to_path_buf(),
         data: name,
         samples: split.len(),
-        grid: ds.target_grid().map(<[i64]>::to_vec),
+        grid: ds.test_target_grid().map(<[i64]>::to_vec),
         test_rel_l2: errs.full,
         per_step: errs.per_step,
         trained_steps: state.global_step,
