@@ -485,11 +485,11 @@ pub fn json_report(rows: &[Row], o: &Options, machine: &Value) -> Value {
     })
 }
 
-/// Writes `text` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
+/// Writes `bytes` to `path` through a temporary file in the same folder, synced, and a rename.
+pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
     let name = path
         .file_name()
-        .with_context(|| format!("--json {}: not a file path", path.display()))?;
+        .with_context(|| format!("{}: not a file path", path.display()))?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(format!(".tmp{}", std::process::id()));
@@ -497,7 +497,7 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
     let write = || -> std::io::Result<()> {
         use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes.as_ref())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };
