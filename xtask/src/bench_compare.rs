@@ -990,7 +990,7 @@ mod tests {
         let o = Options::new(raw(&["ono"], Some(&["ns2d"]))).unwrap();
         let row = ns2d_row(record(2.0, 1.6, 6000.0, 1), record(1.0, 1.0, 3000.0, 1));
         let v = json_report(&[row], &o, &json!({"cpu": "x"}));
-        write_atomic(&path, &v.to_string()).unwrap();
+        write_atomic(&path, v.to_string()).unwrap();
         let back: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(back["rows"][0]["time_ratio_median"], json!(0.5));
         assert_eq!(back["rows"][0]["meets_memory"], json!(true));

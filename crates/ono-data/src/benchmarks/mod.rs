@@ -54,6 +54,14 @@ pub const NEURALOP_DATA: &str = "the neuraloperator 0.3.0 wheel on PyPI \
 /// The licence of the neuraloperator files: the wheel's LICENSE.
 pub const NEURALOP_LICENSE: &str = "MIT License, Copyright (c) 2023 NeuralOperator developers";
 
+/// The source and licence of the neuraloperator files in one line, for notes and reports.
+pub fn neuralop_source() -> String {
+    format!(
+        "the neuraloperator {NEURALOP_VERSION} wheel on PyPI ({NEURALOP_WHEEL}, {NEURALOP_URL}), \
+         {NEURALOP_LICENSE}"
+    )
+}
+
 /// A published benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -108,12 +108,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             "input: the initial condition at every (t, x); target: the solution at every frame; \
              max |output[:, 0] − input| = {first_frame:e}"
         ),
-        format!(
-            "source: {} ({}), {}",
-            super::NEURALOP_WHEEL,
-            super::NEURALOP_URL,
-            super::NEURALOP_LICENSE
-        ),
+        format!("source: {}", super::neuralop_source()),
     ];
     Ok(Loaded {
         benchmark: b,

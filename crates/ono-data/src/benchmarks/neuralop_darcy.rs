@@ -130,12 +130,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         ),
         super::darcy::split_note((&train_path, tr, total_train), (&test_path, te, total_test)),
         format!("coefficient `x` (bool in the files, read as 0 / 1) in train sample 0: {values:?}"),
-        format!(
-            "source: {} ({}), {}",
-            super::NEURALOP_WHEEL,
-            super::NEURALOP_URL,
-            super::NEURALOP_LICENSE
-        ),
+        format!("source: {}", super::neuralop_source()),
     ];
     Ok(Loaded {
         benchmark: b,
