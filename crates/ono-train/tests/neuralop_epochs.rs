@@ -3,7 +3,8 @@
 //! the training resolution and at twice it. The two ways to a test set at another resolution
 //! agree: a run whose experiment file sets `test_resolution` (its test error every epoch) and
 //! `ono eval`'s path (`EvalData::Own { test_resolution }`) on the checkpoint of the same run
-//! tested at the training resolution, whose own test error that path also gives back.
+//! tested at the training resolution, whose own test error that path also gives back. Every
+//! other architecture that trains on `darcy` trains on it too, tested at twice its resolution.
 
 mod common;
 
@@ -170,4 +171,69 @@ fn ono_and_fno_train_at_16_and_test_at_32() {
     );
     assert!(e.is_err());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every other architecture that trains on `darcy` trains on `neuralop_darcy` alike (the FNO
+/// layout, small overrides as in tests/baseline_epochs.rs, transolver_epochs.rs and
+/// lsm_epochs.rs), tested zero-shot at twice the training resolution.
+#[test]
+fn every_darcy_architecture_trains_at_16_and_tests_at_32() {
+    let nsl = "[optimizer]\nmax_grad_norm = 0";
+    let fno = "[optimizer]\nkind = \"adam\"\nweight_decay = 1e-4\nmax_grad_norm = 0\n\n[schedule]\nkind = \"step\"";
+    let m = miniature::write(Benchmark::NeuralopDarcy, &temp_dir("count").join("d")).unwrap();
+    for (arch, preset, overrides, data, recipe, batch) in [
+        (
+            "nsl_fno",
+            "darcy",
+            "n_hidden = 8\nmodes = 3",
+            "",
+            fno,
+            Some(2),
+        ),
+        (
+            "ffno",
+            "darcy",
+            "n_hidden = 8\nmodes = 3\nn_layers = 2",
+            "",
+            fno,
+            Some(2),
+        ),
+        // U-FNO's coarsest U-Net level is one cell on the miniature: the whole split per batch.
+        (
+            "ufno",
+            "darcy",
+            "n_hidden = 2\nmodes = 3",
+            "",
+            fno,
+            Some(m.ntrain),
+        ),
+        (
+            "transolver",
+            "darcy",
+            "n_hidden = 8\nn_heads = 2\nn_layers = 2\nmlp_ratio = 1\nslice_num = 4",
+            "",
+            nsl,
+            Some(2),
+        ),
+        ("lsm", "darcy", "", "", nsl, None),
+        (
+            "gnot",
+            "gnot",
+            "n_hidden = 8\nn_head = 2\nn_layers = 1\nn_experts = 2\nmlp_layers = 1",
+            "fx_as_function = true\n",
+            fno,
+            Some(2),
+        ),
+    ] {
+        let data = format!("{data}test_resolution = 32");
+        common::one_epoch(&common::Epoch {
+            arch,
+            preset,
+            overrides,
+            benchmark: Benchmark::NeuralopDarcy,
+            data: &data,
+            recipe,
+            batch,
+        });
+    }
 }
