@@ -734,6 +734,74 @@ pub fn grid_axes(pos: &Tensor, grid: &[i64]) -> Result<Vec<Tensor>> {
         .collect()
 }
 
+/// `field`, given on the nodes of a row-major grid whose axes have the coordinates `from`,
+/// interpolated linearly per axis at the nodes of the grid whose axes have the coordinates `to`
+/// (one increasing 1-D tensor per axis each, [`grid_axes`]), held at the end values beyond the
+/// first grid: a training set's statistics at a test set's points.
+///
+/// # Shapes
+/// - `field`: (B, Π from, rest…)
+/// - returns: (B, Π to, rest…), in `field`'s kind
+pub fn interpolate_on_axes(field: &Tensor, from: &[Tensor], to: &[Tensor]) -> Result<Tensor> {
+    let from_n: Vec<i64> = from.iter().map(|a| a.size()[0]).collect();
+    let size = field.size();
+    if from.is_empty() || from.len() != to.len() || size.get(1) != Some(&from_n.iter().product()) {
+        return Err(Error::Invalid(format!(
+            "a field {size:?} is not on the grid of axes {from_n:?} (or the target grid has \
+             another rank)"
+        )));
+    }
+    let weights = from
+        .iter()
+        .zip(to)
+        .map(|(f, t)| interpolation_matrix(f, t))
+        .collect::<Result<Vec<_>>>()?;
+    // (B, n_1, …, n_D, rest) with the rest flattened; axis d of the grid is dimension d + 1.
+    let mut shape = vec![size[0]];
+    shape.extend_from_slice(&from_n);
+    shape.push(size[2..].iter().product());
+    let mut g = field.f_to_kind(Kind::Double)?.f_reshape(&shape)?;
+    for (d, w) in weights.iter().enumerate() {
+        let axis = d as i64 + 1;
+        // (m_d, n_d) · that axis: the new axis comes first, then goes back in its place.
+        g = w
+            .f_tensordot(&g, [1], [axis])?
+            .f_movedim(&[0i64][..], &[axis][..])?;
+    }
+    let mut out_shape = vec![size[0], to.iter().map(|a| a.size()[0]).product()];
+    out_shape.extend_from_slice(&size[2..]);
+    Ok(g.f_reshape(&out_shape)?.f_to_kind(field.kind())?)
+}
+
+/// The (m, n) matrix of linear interpolation from the nodes `from` (n, increasing) to the points
+/// `to` (m), constant beyond the end nodes.
+fn interpolation_matrix(from: &Tensor, to: &Tensor) -> Result<Tensor> {
+    let f = Vec::<f64>::try_from(from.f_to_kind(Kind::Double)?.f_reshape([-1])?)?;
+    let t = Vec::<f64>::try_from(to.f_to_kind(Kind::Double)?.f_reshape([-1])?)?;
+    if f.is_empty() || !f.windows(2).all(|w| w[0] < w[1]) || t.iter().any(|x| !x.is_finite()) {
+        return Err(Error::Invalid(format!(
+            "interpolation needs increasing grid coordinates, got {f:?} → {t:?}"
+        )));
+    }
+    let n = f.len();
+    let mut w = vec![0f64; t.len() * n];
+    for (i, &x) in t.iter().enumerate() {
+        let row = &mut w[i * n..(i + 1) * n];
+        // The first node above x (n when none is).
+        let k = f.partition_point(|&c| c <= x);
+        if k == 0 {
+            row[0] = 1.0;
+        } else if k == n {
+            row[n - 1] = 1.0;
+        } else {
+            let a = (x - f[k - 1]) / (f[k] - f[k - 1]);
+            row[k - 1] = 1.0 - a;
+            row[k] = a;
+        }
+    }
+    Ok(Tensor::from_slice(&w).f_reshape([t.len() as i64, n as i64])?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

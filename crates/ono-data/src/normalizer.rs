@@ -216,43 +216,11 @@ impl Normalizer {
         if !self.kind.is_pointwise() {
             return Ok(same);
         }
-        let from_n: Vec<i64> = from.iter().map(|a| a.size()[0]).collect();
-        let size = self.mean.size();
-        if from.is_empty()
-            || from.len() != to.len()
-            || size.get(1) != Some(&from_n.iter().product())
-        {
-            return Err(Error::Shape {
-                op: "Normalizer::regridded_at",
-                expected: format!(
-                    "statistics (1, {}, …) fitted on a grid of axes {from_n:?} and as many target \
-                     axes",
-                    from_n.iter().product::<i64>()
-                ),
-                got: size,
-            });
-        }
-        let weights = from
-            .iter()
-            .zip(to)
-            .map(|(f, t)| interpolation_matrix(f, t))
-            .collect::<Result<Vec<_>>>()?;
-        let to_n: i64 = to.iter().map(|a| a.size()[0]).product();
-        let field = |t: &Tensor| -> Result<Tensor> {
-            let mut shape = from_n.clone();
-            shape.push(size[2..].iter().product());
-            let mut g = t.f_to_kind(Kind::Double)?.f_reshape(&shape)?;
-            for (d, w) in weights.iter().enumerate() {
-                // (m_d, n_d) · axis d of g: the new axis comes first, then goes back to d.
-                g = w
-                    .f_tensordot(&g, [1], [d as i64])?
-                    .f_movedim(&[0i64][..], &[d as i64][..])?;
-            }
-            let mut out_shape = vec![1, to_n];
-            out_shape.extend_from_slice(&size[2..]);
-            Ok(g.f_reshape(&out_shape)?.f_to_kind(t.kind())?)
-        };
-        Self::from_stats(self.kind, field(&self.mean)?, field(&self.std)?)
+        Self::from_stats(
+            self.kind,
+            crate::dataset::interpolate_on_axes(&self.mean, from, to)?,
+            crate::dataset::interpolate_on_axes(&self.std, from, to)?,
+        )
     }
 
     pub fn kind(&self) -> NormalizerKind {
@@ -336,35 +304,6 @@ impl Normalizer {
             )
         })
     }
-}
-
-/// The (m, n) matrix of linear interpolation from the nodes `from` (n, increasing) to the points
-/// `to` (m), constant beyond the end nodes.
-fn interpolation_matrix(from: &Tensor, to: &Tensor) -> Result<Tensor> {
-    let f = Vec::<f64>::try_from(from.f_to_kind(Kind::Double)?.f_reshape([-1])?)?;
-    let t = Vec::<f64>::try_from(to.f_to_kind(Kind::Double)?.f_reshape([-1])?)?;
-    if f.is_empty() || !f.windows(2).all(|w| w[0] < w[1]) || t.iter().any(|x| !x.is_finite()) {
-        return Err(Error::Invalid(format!(
-            "interpolation needs increasing grid coordinates, got {f:?} → {t:?}"
-        )));
-    }
-    let n = f.len();
-    let mut w = vec![0f64; t.len() * n];
-    for (i, &x) in t.iter().enumerate() {
-        let row = &mut w[i * n..(i + 1) * n];
-        // The first node above x (n when none is).
-        let k = f.partition_point(|&c| c <= x);
-        if k == 0 {
-            row[0] = 1.0;
-        } else if k == n {
-            row[n - 1] = 1.0;
-        } else {
-            let a = (x - f[k - 1]) / (f[k] - f[k - 1]);
-            row[k - 1] = 1.0 - a;
-            row[k] = a;
-        }
-    }
-    Ok(Tensor::from_slice(&w).f_reshape([t.len() as i64, n as i64])?)
 }
 
 #[cfg(test)]

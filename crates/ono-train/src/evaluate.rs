@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ono_data::dataset::{length_mask, Split, TensorDataset};
+use ono_data::dataset::{grid_axes, interpolate_on_axes, length_mask, Split, TensorDataset};
 use ono_data::normalizer::Normalizer;
 use ono_kernels::host;
 use ono_models::Model;
@@ -211,9 +211,11 @@ pub fn evaluate_checkpoint(
 ///
 /// Which mean: where every sample of both splits has its targets at the same points (positions
 /// shared, or per sample but equal), the mean over the training samples at each point (a mean
-/// field). Otherwise (point clouds whose positions differ between samples, samples of different
-/// sizes) a point-wise mean would average unrelated points, so the prediction is the constant
-/// field of each channel's (and time step's) mean over all real training points and samples.
+/// field); where the test split has a grid of its own (a test set at another resolution), that
+/// mean field interpolated at the test points' coordinates. Otherwise (point clouds whose
+/// positions differ between samples, samples of different sizes) a point-wise mean would
+/// average unrelated points, so the prediction is the constant field of each channel's (and
+/// time step's) mean over all real training points and samples.
 /// Padding rows of samples of different sizes count neither in the mean nor in the error.
 pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
     let (train, test) = (&ds.train, &ds.test);
@@ -238,8 +240,15 @@ pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
         }
     };
     let (train_real, test_real) = (real(train)?, real(test)?);
-    let mean = if train_real.is_none() && test_real.is_none() && same_target_points(train, test)? {
+    let plain = train_real.is_none() && test_real.is_none();
+    let mean = if plain && same_target_points(train, test)? {
         y.f_mean_dim(&[0i64][..], true, Kind::Double)?
+    } else if let (true, Some(g), Some(t)) = (plain, &ds.grid, &ds.test_grid) {
+        interpolate_on_axes(
+            &y.f_mean_dim(&[0i64][..], true, Kind::Double)?,
+            &grid_axes(&train.pos, g)?,
+            &grid_axes(&test.pos, t)?,
+        )?
     } else {
         // Σ over samples and points of the real rows, per channel (and time step).
         let (sum, count) = match &train_real {
@@ -372,6 +381,27 @@ mod tests {
         // mean (0, 1, 2, 3); error (3, 0, 0, 0); norm √(9 + 1 + 4 + 9).
         let got = mean_field_error(&dataset(train, test)).unwrap();
         assert!((got - 3.0 / 23f64.sqrt()).abs() < 1e-14, "{got}");
+
+        // A test set at twice the resolution (nodes k / n): the training mean field (1, 3) on
+        // the nodes 0, 1/2, at 0, 1/4, 1/2, 3/4 is (1, 2, 3, 3); the test sample (1, 2, 3, 5)
+        // is off by 2 in a norm of √39.
+        let train = Split::new(
+            fx(2),
+            t(&[0.0, 2.0, 2.0, 4.0], &[2, 2, 1]),
+            t(&[0.0, 0.5], &[1, 2, 1]),
+        );
+        let test = Split::new(
+            Tensor::ones([1, 4, 1], (Kind::Double, Device::Cpu)),
+            t(&[1.0, 2.0, 3.0, 5.0], &[1, 4, 1]),
+            t(&[0.0, 0.25, 0.5, 0.75], &[1, 4, 1]),
+        );
+        let ds = TensorDataset {
+            grid: Some(vec![2]),
+            test_grid: Some(vec![4]),
+            ..dataset(train, test)
+        };
+        let got = mean_field_error(&ds).unwrap();
+        assert!((got - 2.0 / 39f64.sqrt()).abs() < 1e-14, "{got}");
 
         // An all-zero test sample has no relative error.
         let train = Split::new(fx(1), t(&[1.0, 2.0], &[1, 2, 1]), pos.copy());
