@@ -485,11 +485,11 @@ pub fn json_report(rows: &[Row], o: &Options, machine: &Value) -> Value {
     })
 }
 
-/// Writes `text` to `path` through a temporary file in the same folder and a rename.
-pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
+/// Writes `bytes` to `path` through a temporary file in the same folder, synced, and a rename.
+pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<()> {
     let name = path
         .file_name()
-        .with_context(|| format!("--json {}: not a file path", path.display()))?;
+        .with_context(|| format!("{}: not a file path", path.display()))?;
     let mut tmp_name = std::ffi::OsString::from(".");
     tmp_name.push(name);
     tmp_name.push(format!(".tmp{}", std::process::id()));
@@ -497,7 +497,7 @@ pub fn write_atomic(path: &Path, text: &str) -> Result<()> {
     let write = || -> std::io::Result<()> {
         use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes.as_ref())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     };
@@ -990,7 +990,7 @@ mod tests {
         let o = Options::new(raw(&["ono"], Some(&["ns2d"]))).unwrap();
         let row = ns2d_row(record(2.0, 1.6, 6000.0, 1), record(1.0, 1.0, 3000.0, 1));
         let v = json_report(&[row], &o, &json!({"cpu": "x"}));
-        write_atomic(&path, &v.to_string()).unwrap();
+        write_atomic(&path, v.to_string()).unwrap();
         let back: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(back["rows"][0]["time_ratio_median"], json!(0.5));
         assert_eq!(back["rows"][0]["meets_memory"], json!(true));

@@ -6,6 +6,7 @@
 
 mod bench_compare;
 mod bench_report;
+mod neuralop;
 mod system;
 mod torch;
 
@@ -88,7 +89,7 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// Data sets: the generators.
+    /// Data sets: the generators, and the published files fetched from a registry.
     Data {
         #[command(subcommand)]
         command: DataCmd,
@@ -150,6 +151,12 @@ enum DataCmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// Fetch the data files of the neuraloperator 0.3.0 wheel on PyPI (MIT licence) once with
+    /// pip into the cache (`$ONO_CACHE_DIR`, else `~/.cache/ono`), check the wheel's sha256,
+    /// unpack them (the benchmarks `neuralop_darcy` and `neuralop_burgers`), and print their
+    /// folder: the `--data-dir` / `data_dir` to read them from. Nothing is fetched when the
+    /// folder is already complete.
+    Fetch,
 }
 
 fn main() -> Result<()> {
@@ -236,6 +243,12 @@ fn main() -> Result<()> {
             }
             cmd.arg("reproduce").args(args);
             run(cmd)
+        }
+        Cmd::Data {
+            command: DataCmd::Fetch,
+        } => {
+            println!("{}", neuralop::ensure_data()?.display());
+            Ok(())
         }
         Cmd::Data {
             command: DataCmd::Gen { args },

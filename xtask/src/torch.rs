@@ -315,7 +315,7 @@ fn check_version(version: &str, source: &str) -> Result<()> {
     )
 }
 
-fn succeeds(cmd: &mut Command) -> bool {
+pub(crate) fn succeeds(cmd: &mut Command) -> bool {
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()

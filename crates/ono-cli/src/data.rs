@@ -17,7 +17,7 @@ pub enum DataCmd {
     /// sizes, the subsampled resolution, value ranges and the fitted normalizer statistics.
     Info {
         /// darcy, ns2d, burgers, airfoil, pipe, elasticity, elasticity_grid, plasticity,
-        /// darcy_inverse.
+        /// darcy_inverse, neuralop_darcy, neuralop_burgers.
         benchmark: String,
         /// The folder with the files (default: $ONO_DATA_DIR, else ./data).
         #[arg(long)]
@@ -40,6 +40,9 @@ pub enum DataCmd {
         /// darcy_inverse: the noise on the normalized input (default 0.01).
         #[arg(long)]
         noise: Option<f64>,
+        /// neuralop_darcy: the test set's resolution, 16 (default) or 32.
+        #[arg(long)]
+        test_resolution: Option<usize>,
     },
     /// Generate a data set by the published process and write it in the original file layout
     /// (MAT v5, as the published files), with a metadata JSON beside it (seed, parameters,
@@ -134,6 +137,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             layout,
             coarse_r,
             noise,
+            test_resolution,
         } => {
             let layout: Layout = layout
                 .parse()
@@ -145,6 +149,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
                 layout,
                 coarse_r,
                 noise,
+                test_resolution,
             };
             data_info(&benchmark, data_dir, &opts)
         }

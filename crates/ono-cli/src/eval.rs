@@ -9,22 +9,25 @@ use crate::device;
 
 /// Evaluates `checkpoint` on the test split; prints one JSON line
 /// ([`ono_train::evaluate::Evaluation`]). `r` re-reads the run's own benchmark at another
-/// subsampling stride (another resolution, e.g. Burgers at 8192 points).
+/// subsampling stride (another resolution, e.g. Burgers at 8192 points), `test_resolution`
+/// with its test set at another resolution (`neuralop_darcy` at 32²).
 pub fn run(
     checkpoint: PathBuf,
     data: Option<PathBuf>,
     r: Option<usize>,
+    test_resolution: Option<usize>,
     dev: &str,
     batch: i64,
 ) -> Result<()> {
-    let data = match (data, r) {
-        (Some(_), Some(_)) => {
+    let data = match data {
+        Some(_) if r.is_some() || test_resolution.is_some() => {
             anyhow::bail!(
-                "--r re-reads the run's own benchmark; a --data file has its own resolution"
+                "--r and --test-resolution re-read the run's own benchmark; a --data file has its \
+                 own resolution"
             )
         }
-        (Some(d), None) => EvalData::File(d),
-        (None, r) => EvalData::Own { r },
+        Some(d) => EvalData::File(d),
+        None => EvalData::Own { r, test_resolution },
     };
     let e = evaluate_checkpoint(&checkpoint, &data, device(dev)?, batch)?;
     println!("{}", serde_json::to_string(&e)?);

@@ -57,6 +57,10 @@ enum Cmd {
         /// same model at another resolution; e.g. Burgers with r = 1 is 8192 points).
         #[arg(long)]
         r: Option<usize>,
+        /// Re-read the run's own benchmark with its test set at this resolution
+        /// (`neuralop_darcy`: 16 or 32; a model trained at 16² tested zero-shot at 32²).
+        #[arg(long)]
+        test_resolution: Option<usize>,
         /// cpu, cuda or cuda:N.
         #[arg(long, default_value = "cpu")]
         device: String,
@@ -186,9 +190,10 @@ fn dispatch(command: Cmd) -> Result<bool> {
             checkpoint,
             data,
             r,
+            test_resolution,
             device,
             batch,
-        } => eval::run(checkpoint, data, r, &device, batch)?,
+        } => eval::run(checkpoint, data, r, test_resolution, &device, batch)?,
         Cmd::Predict {
             checkpoint,
             input,

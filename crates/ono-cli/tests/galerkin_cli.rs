@@ -199,6 +199,7 @@ ntest = {ntest}
         layout,
         coarse_r: Some(6),
         noise: Some(0.0),
+        test_resolution: None,
     };
     let baseline = mean_field_error(&load(Benchmark::Darcy, &data, opts(Layout::Galerkin)));
     eprintln!("Galerkin Darcy 15/8: best epoch {forward:.4}, mean field {baseline:.4}");

@@ -37,6 +37,7 @@ fn synthetic_dataset(path: &Path, n_train: i64, n_test: i64, s: i64, seed: i64) 
         test: make(n_test),
         grid: Some(vec![s, s]),
         query_grid: None,
+        test_grid: None,
     }
     .write(path)
     .unwrap();

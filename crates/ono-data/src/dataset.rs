@@ -388,6 +388,10 @@ pub struct TensorDataset {
     pub grid: Option<Vec<i64>>,
     /// The same for the query points (Π = M), when the splits have a query.
     pub query_grid: Option<Vec<i64>>,
+    /// The test split's own grid, of the same rank as `grid`, when the test samples are at
+    /// another resolution than the training samples (a zero-shot test: `neuralop_darcy` trained
+    /// at 16² and tested at 32²); `None`: the test points are on `grid`. Not with query points.
+    pub test_grid: Option<Vec<i64>>,
 }
 
 impl TensorDataset {
@@ -409,6 +413,33 @@ impl TensorDataset {
                 return Err(Error::Invalid(format!(
                     "grid {g:?} does not have the {} points of a sample",
                     self.train.points()
+                )));
+            }
+        }
+        if let Some(t) = &self.test_grid {
+            let bad = |m: String| Err(Error::Invalid(format!("test_grid {t:?}: {m}")));
+            match &self.grid {
+                None => return bad("given without a grid of the training samples".into()),
+                Some(g) if g.len() != t.len() => {
+                    return bad(format!("has another rank than the grid {g:?}"))
+                }
+                Some(_) => {}
+            }
+            if self.train.query.is_some() {
+                return bad("a test grid of its own is not supported with query points".into());
+            }
+            if t.iter().product::<i64>() != self.test.points() || t.iter().any(|&d| d <= 0) {
+                return bad(format!(
+                    "does not have the {} points of a test sample",
+                    self.test.points()
+                ));
+            }
+        } else if let Some(g) = &self.grid {
+            if g.iter().product::<i64>() != self.test.points() {
+                return Err(Error::Invalid(format!(
+                    "grid {g:?} does not have the {} points of a test sample (a test set at \
+                     another resolution needs its own test_grid)",
+                    self.test.points()
                 )));
             }
         }
@@ -465,6 +496,21 @@ impl TensorDataset {
             self.query_grid.as_deref()
         } else {
             self.grid.as_deref()
+        }
+    }
+
+    /// The grid of the test split's points: its own [`test_grid`](Self::test_grid), else `grid`.
+    pub fn effective_test_grid(&self) -> Option<&[i64]> {
+        self.test_grid.as_deref().or(self.grid.as_deref())
+    }
+
+    /// The grid of the test targets: the query grid when there is a query, else
+    /// [`effective_test_grid`](Self::effective_test_grid).
+    pub fn test_target_grid(&self) -> Option<&[i64]> {
+        if self.test.query.is_some() {
+            self.query_grid.as_deref()
+        } else {
+            self.effective_test_grid()
         }
     }
 
@@ -536,11 +582,13 @@ impl TensorDataset {
         };
         let grid = shape("grid")?;
         let query_grid = shape("query_grid")?;
+        let test_grid = shape("test_grid")?;
         let ds = Self {
             train,
             test,
             grid,
             query_grid,
+            test_grid,
         };
         ds.validate().map_err(|e| Error::Format {
             path: path.to_path_buf(),
@@ -576,7 +624,11 @@ impl TensorDataset {
                 }
             }
         }
-        for (k, g) in [("grid", &self.grid), ("query_grid", &self.query_grid)] {
+        for (k, g) in [
+            ("grid", &self.grid),
+            ("query_grid", &self.query_grid),
+            ("test_grid", &self.test_grid),
+        ] {
             if let Some(g) = g {
                 named.push((k.into(), Tensor::from_slice(g)));
             }
@@ -622,11 +674,132 @@ pub fn grid_positions_2d(h: i64, w: i64) -> Result<Tensor> {
         });
     }
     let opts = (Kind::Float, Device::Cpu);
-    let xs = Tensor::f_linspace(0.0, 1.0, w, opts)?;
-    let ys = Tensor::f_linspace(0.0, 1.0, h, opts)?;
-    let gx = xs.f_view([1, w])?.f_expand([h, w], false)?;
-    let gy = ys.f_view([h, 1])?.f_expand([h, w], false)?;
+    grid_positions_of_axes(
+        &Tensor::f_linspace(0.0, 1.0, h, opts)?,
+        &Tensor::f_linspace(0.0, 1.0, w, opts)?,
+    )
+}
+
+/// Positions of the grid of the coordinates `rows` (h) × `cols` (w), flattened row-major as
+/// [`grid_positions_2d`]: `pos[..., 0]` the column coordinate, `pos[..., 1]` the row coordinate.
+///
+/// # Shapes
+/// - `rows`: (h), `cols`: (w)
+/// - returns: (1, h·w, 2), in the axes' kind
+pub fn grid_positions_of_axes(rows: &Tensor, cols: &Tensor) -> Result<Tensor> {
+    let (h, w) = (rows.size()[0], cols.size()[0]);
+    let gx = cols.f_view([1, w])?.f_expand([h, w], false)?;
+    let gy = rows.f_view([h, 1])?.f_expand([h, w], false)?;
     Ok(Tensor::f_stack(&[gx, gy], -1)?.f_reshape([1, h * w, 2])?)
+}
+
+/// The coordinates of a row-major grid of points along each of its axes: for axis a, the
+/// position channel that varies most along the line of nodes from the first node in that
+/// direction, at those nodes. What
+/// [`Normalizer::regridded_at`](crate::normalizer::Normalizer::regridded_at) interpolates
+/// between.
+///
+/// # Shapes
+/// - `pos`: (1 or S, Π grid, d), the first sample's positions are read
+/// - returns: one (grid[a]) float64 tensor per axis
+pub fn grid_axes(pos: &Tensor, grid: &[i64]) -> Result<Vec<Tensor>> {
+    let sz = pos.size();
+    if sz.len() != 3 || sz[1] != grid.iter().product::<i64>() || sz[0] == 0 {
+        return Err(Error::Invalid(format!(
+            "positions {sz:?} are not the points of the grid {grid:?}"
+        )));
+    }
+    let mut shape = grid.to_vec();
+    shape.push(sz[2]);
+    let p = pos
+        .f_select(0, 0)?
+        .f_to_kind(Kind::Double)?
+        .f_reshape(&shape)?;
+    (0..grid.len())
+        .map(|a| {
+            // The nodes along axis a: index 0 on every other axis.
+            let mut line = p.shallow_clone();
+            for b in (0..grid.len()).rev() {
+                if b != a {
+                    line = line.f_select(b as i64, 0)?;
+                }
+            }
+            // (grid[a], d): the channel with the widest range along the line.
+            let range = line
+                .f_amax(&[0i64][..], false)?
+                .f_sub(&line.f_amin(&[0i64][..], false)?)?;
+            let c = range.f_argmax(0, false)?.f_int64_value(&[])?;
+            Ok(line.f_select(1, c)?.f_contiguous()?)
+        })
+        .collect()
+}
+
+/// `field`, given on the nodes of a row-major grid whose axes have the coordinates `from`,
+/// interpolated linearly per axis at the nodes of the grid whose axes have the coordinates `to`
+/// (one increasing 1-D tensor per axis each, [`grid_axes`]), held at the end values beyond the
+/// first grid: a training set's statistics at a test set's points.
+///
+/// # Shapes
+/// - `field`: (B, Π from, rest…)
+/// - returns: (B, Π to, rest…), in `field`'s kind
+pub fn interpolate_on_axes(field: &Tensor, from: &[Tensor], to: &[Tensor]) -> Result<Tensor> {
+    let from_n: Vec<i64> = from.iter().map(|a| a.size()[0]).collect();
+    let size = field.size();
+    if from.is_empty() || from.len() != to.len() || size.get(1) != Some(&from_n.iter().product()) {
+        return Err(Error::Invalid(format!(
+            "a field {size:?} is not on the grid of axes {from_n:?} (or the target grid has \
+             another rank)"
+        )));
+    }
+    let weights = from
+        .iter()
+        .zip(to)
+        .map(|(f, t)| interpolation_matrix(f, t))
+        .collect::<Result<Vec<_>>>()?;
+    // (B, n_1, …, n_D, rest) with the rest flattened; axis d of the grid is dimension d + 1.
+    let mut shape = vec![size[0]];
+    shape.extend_from_slice(&from_n);
+    shape.push(size[2..].iter().product());
+    let mut g = field.f_to_kind(Kind::Double)?.f_reshape(&shape)?;
+    for (d, w) in weights.iter().enumerate() {
+        let axis = d as i64 + 1;
+        // (m_d, n_d) · that axis: the new axis comes first, then goes back in its place.
+        g = w
+            .f_tensordot(&g, [1], [axis])?
+            .f_movedim(&[0i64][..], &[axis][..])?;
+    }
+    let mut out_shape = vec![size[0], to.iter().map(|a| a.size()[0]).product()];
+    out_shape.extend_from_slice(&size[2..]);
+    Ok(g.f_reshape(&out_shape)?.f_to_kind(field.kind())?)
+}
+
+/// The (m, n) matrix of linear interpolation from the nodes `from` (n, increasing) to the points
+/// `to` (m), constant beyond the end nodes.
+fn interpolation_matrix(from: &Tensor, to: &Tensor) -> Result<Tensor> {
+    let f = Vec::<f64>::try_from(from.f_to_kind(Kind::Double)?.f_reshape([-1])?)?;
+    let t = Vec::<f64>::try_from(to.f_to_kind(Kind::Double)?.f_reshape([-1])?)?;
+    if f.is_empty() || !f.windows(2).all(|w| w[0] < w[1]) || t.iter().any(|x| !x.is_finite()) {
+        return Err(Error::Invalid(format!(
+            "interpolation needs increasing grid coordinates, got {f:?} → {t:?}"
+        )));
+    }
+    let n = f.len();
+    let mut w = vec![0f64; t.len() * n];
+    for (i, &x) in t.iter().enumerate() {
+        let row = &mut w[i * n..(i + 1) * n];
+        // The first node above x (n when none is).
+        let k = f.partition_point(|&c| c <= x);
+        if k == 0 {
+            row[0] = 1.0;
+        } else if k == n {
+            row[n - 1] = 1.0;
+        } else {
+            let a = (x - f[k - 1]) / (f[k] - f[k - 1]);
+            row[k - 1] = 1.0 - a;
+            row[k] = a;
+        }
+    }
+    Ok(Tensor::from_slice(&w).f_reshape([t.len() as i64, n as i64])?)
 }
 
 #[cfg(test)]
@@ -649,6 +822,7 @@ mod tests {
             test: split(2),
             grid: Some(vec![3, 3]),
             query_grid: Some(vec![2, 2]),
+            test_grid: None,
         }
     }
 
@@ -725,6 +899,92 @@ mod tests {
         assert!(nan.validate().unwrap_err().to_string().contains("aux"));
     }
 
+    /// The axes of a 2-D grid of positions: rows along `pos[.., 1]`, columns along `pos[.., 0]`.
+    #[test]
+    fn grid_axes_read_rows_and_columns_off_the_positions() {
+        let axes = grid_axes(&grid_positions_2d(3, 5).unwrap(), &[3, 5]).unwrap();
+        assert_eq!(Vec::<f64>::try_from(&axes[0]).unwrap(), [0.0, 0.5, 1.0]);
+        assert_eq!(
+            Vec::<f64>::try_from(&axes[1]).unwrap(),
+            [0.0, 0.25, 0.5, 0.75, 1.0]
+        );
+        let line = Tensor::from_slice(&[0.5f32, 0.75, 1.5]).view([1, 3, 1]);
+        let axes = grid_axes(&line, &[3]).unwrap();
+        assert_eq!(Vec::<f64>::try_from(&axes[0]).unwrap(), [0.5, 0.75, 1.5]);
+        assert!(grid_axes(&line, &[2, 2]).is_err());
+    }
+
+    /// A test split at another resolution survives the file with its own grid, and every
+    /// inconsistent grid is refused.
+    #[test]
+    fn a_test_grid_of_its_own_is_checked_and_survives_the_file() {
+        let opts = (Kind::Float, Device::Cpu);
+        let split = |s: i64, n: i64| {
+            Split::new(
+                Tensor::randn([s, n * n, 1], opts),
+                Tensor::randn([s, n * n, 1], opts),
+                grid_positions_2d(n, n).unwrap(),
+            )
+        };
+        let ds = TensorDataset {
+            train: split(3, 2),
+            test: split(2, 4),
+            grid: Some(vec![2, 2]),
+            query_grid: None,
+            test_grid: Some(vec![4, 4]),
+        };
+        ds.validate().unwrap();
+        assert_eq!(ds.effective_test_grid(), Some(&[4, 4][..]));
+        assert_eq!(ds.test_target_grid(), Some(&[4, 4][..]));
+        let path =
+            std::env::temp_dir().join(format!("ono-test-grid-{}.safetensors", std::process::id()));
+        ds.write(&path).unwrap();
+        let back = TensorDataset::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(back.test_grid, Some(vec![4, 4]));
+        assert_eq!(back.grid, Some(vec![2, 2]));
+        assert!(back.test.y.equal(&ds.test.y));
+
+        let refused = |train: Split, test: Split, grid: Option<Vec<i64>>, tg: Option<Vec<i64>>| {
+            TensorDataset {
+                train,
+                test,
+                grid,
+                query_grid: None,
+                test_grid: tg,
+            }
+            .validate()
+            .unwrap_err()
+            .to_string()
+        };
+        // The test points off the training grid, without a test grid of their own.
+        let e = refused(split(3, 2), split(2, 4), Some(vec![2, 2]), None);
+        assert!(e.contains("test_grid"), "{e}");
+        // A test grid of the wrong size, of another rank, or without a training grid.
+        let e = refused(split(3, 2), split(2, 4), Some(vec![2, 2]), Some(vec![4, 3]));
+        assert!(e.contains("16 points"), "{e}");
+        let e = refused(split(3, 2), split(2, 4), Some(vec![2, 2]), Some(vec![16]));
+        assert!(e.contains("rank"), "{e}");
+        let e = refused(split(3, 2), split(2, 4), None, Some(vec![4, 4]));
+        assert!(e.contains("without a grid"), "{e}");
+        // Not with query points.
+        let mut train = split(3, 2);
+        let mut test = split(2, 4);
+        train.query = Some(grid_positions_2d(2, 2).unwrap());
+        test.query = Some(grid_positions_2d(2, 2).unwrap());
+        let mut ds = TensorDataset {
+            train,
+            test,
+            grid: Some(vec![2, 2]),
+            query_grid: Some(vec![2, 2]),
+            test_grid: Some(vec![4, 4]),
+        };
+        ds.train.y = Tensor::randn([3, 4, 1], opts);
+        ds.test.y = Tensor::randn([2, 4, 1], opts);
+        let e = ds.validate().unwrap_err().to_string();
+        assert!(e.contains("query"), "{e}");
+    }
+
     /// Samples of different sizes are batched as GNOT's collate: padded to the batch's longest
     /// sample (not the split's), with a mask of the real points, for the points and for each
     /// input function separately; θ is picked per sample; all survive the file.
@@ -777,6 +1037,7 @@ mod tests {
             },
             grid: None,
             query_grid: None,
+            test_grid: None,
         };
         let path =
             std::env::temp_dir().join(format!("ono-ragged-{}.safetensors", std::process::id()));

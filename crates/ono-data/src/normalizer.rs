@@ -198,6 +198,31 @@ impl Normalizer {
         Self::from_stats(self.kind, field(&self.mean)?, field(&self.std)?)
     }
 
+    /// The normalizer for data on the grid whose axes have the coordinates `to` when it was
+    /// fitted on the grid whose axes have the coordinates `from` (one increasing 1-D tensor per
+    /// axis, in the grid's axis order; [`crate::dataset::grid_axes`] reads them off positions): a
+    /// pointwise normalizer's mean and std fields are interpolated linearly per axis at the new
+    /// nodes and held at the end values beyond the fitted grid. [`regridded`](Self::regridded)
+    /// assumes that both grids span the same interval with nodes at both ends; this one puts the
+    /// nodes where the data have them (neuraloperator's `k / n` nodes: every other 32² node is a
+    /// 16² node, and the last 32² node lies past the last 16² one). Per-channel normalizers are
+    /// returned unchanged.
+    pub fn regridded_at(&self, from: &[Tensor], to: &[Tensor]) -> Result<Self> {
+        let same = Self {
+            kind: self.kind,
+            mean: self.mean.shallow_clone(),
+            std: self.std.shallow_clone(),
+        };
+        if !self.kind.is_pointwise() {
+            return Ok(same);
+        }
+        Self::from_stats(
+            self.kind,
+            crate::dataset::interpolate_on_axes(&self.mean, from, to)?,
+            crate::dataset::interpolate_on_axes(&self.std, from, to)?,
+        )
+    }
+
     pub fn kind(&self) -> NormalizerKind {
         self.kind
     }
@@ -299,6 +324,66 @@ mod regrid_tests {
             *v = acc;
         }
         Tensor::from_slice(&out).reshape([1, n, 1])
+    }
+
+    /// At the data's own nodes, interpolation reproduces a field linear per axis at the nodes
+    /// inside the fitted grid and holds the end values beyond it; on linspace(0, 1, n) nodes it
+    /// is `regridded`; per-channel statistics pass unchanged.
+    #[test]
+    fn regridded_at_the_nodes_interpolates_inside_and_holds_the_ends() {
+        let opts = (Kind::Double, tch::Device::Cpu);
+        // neuraloperator's nodes k / n: 2 → 4 rows, 4 → 8 columns.
+        let axis = |n: i64| Tensor::arange(n, opts) / n as f64;
+        let (from, to) = ([axis(2), axis(4)], [axis(4), axis(8)]);
+        // mean(r, c) = 1 + 2 r + 3 c on the fitted nodes.
+        let field = |r: &Tensor, c: &Tensor| {
+            (r.view([-1, 1]) * 2.0 + c.view([1, -1]) * 3.0 + 1.0).reshape([1, -1, 1])
+        };
+        let coarse = Normalizer::from_stats(
+            NormalizerKind::Gaussian,
+            field(&from[0], &from[1]),
+            field(&from[0], &from[1]) * 0.5,
+        )
+        .unwrap();
+        let fine = coarse.regridded_at(&from, &to).unwrap();
+        // Beyond the last fitted node (row 1/2, column 3/4) the value is held.
+        let want = field(&to[0].clamp_max(0.5), &to[1].clamp_max(0.75));
+        assert_eq!(fine.mean.size(), vec![1, 32, 1]);
+        let err = (&fine.mean - &want).abs().max().double_value(&[]);
+        assert!(err < 1e-12, "{err}");
+        let err = (&fine.std - &want * 0.5).abs().max().double_value(&[]);
+        assert!(err < 1e-12, "{err}");
+        // Every other fine node is a coarse node: its statistics are the coarse ones exactly.
+        let m = fine.mean.view([4, 8]);
+        let c = coarse.mean.view([2, 4]);
+        assert!(m.slice(0, 0, 4, 2).slice(1, 0, 8, 2).equal(&c));
+
+        // On linspace(0, 1, n) nodes it is `regridded`.
+        let lin = |n: i64| Tensor::linspace(0.0, 1.0, n, opts);
+        let stats = linear_field(&[3, 4]);
+        let g =
+            Normalizer::from_stats(NormalizerKind::Gaussian, stats.copy(), stats + 1.0).unwrap();
+        let a = g
+            .regridded_at(&[lin(3), lin(4)], &[lin(5), lin(9)])
+            .unwrap();
+        let b = g.regridded(&[3, 4], &[5, 9]).unwrap();
+        assert!(a.mean.allclose(&b.mean, 1e-12, 1e-12, false));
+        assert!(a.std.allclose(&b.std, 1e-12, 1e-12, false));
+
+        // Per-channel statistics do not depend on the grid; decreasing nodes are refused.
+        let unit = Normalizer::from_stats(
+            NormalizerKind::Unit,
+            Tensor::ones([1, 1, 1], opts),
+            Tensor::ones([1, 1, 1], opts),
+        )
+        .unwrap();
+        let same = unit.regridded_at(&from, &to).unwrap();
+        assert!(same.mean.equal(&unit.mean));
+        let e = coarse
+            .regridded_at(&[axis(2).flip([0]), axis(4)], &to)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("increasing"), "{e}");
     }
 
     /// Linear interpolation reproduces a field linear per axis exactly: a pointwise normalizer

@@ -659,6 +659,7 @@ pub fn scatter_grid(ds: &TensorDataset, points: i64, seed: u64) -> Result<Tensor
         test: scatter(&ds.test, ds.train.len() as u64)?,
         grid: None,
         query_grid: None,
+        test_grid: None,
     };
     out.validate()?;
     Ok(out)
@@ -683,6 +684,7 @@ mod tests {
             test: split(n_test),
             grid: Some(vec![3, 4]),
             query_grid: None,
+            test_grid: None,
         }
     }
 

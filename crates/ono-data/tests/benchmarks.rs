@@ -283,6 +283,208 @@ fn plasticity_repeats_the_profile_and_puts_channels_before_time() {
     );
 }
 
+/// The neuraloperator Darcy files: first samples of each file, the coefficient a 0/1 float
+/// channel, neuraloperator's positions (the 16² points every other point of the 32² grid), and
+/// the test set at 32² carrying its own grid.
+#[test]
+fn neuralop_darcy_reads_both_test_resolutions() {
+    let (l, m) = load(Benchmark::NeuralopDarcy, Layout::Ono);
+    let d = &l.dataset;
+    // The miniature's "16" files are 8², its "32" file 16².
+    assert_eq!(d.grid, Some(vec![8, 8]));
+    assert_eq!(d.test_grid, None);
+    assert_eq!(d.train.fx.size(), vec![m.ntrain as i64, 64, 1]);
+    assert_eq!(d.test.y.size(), vec![m.ntest as i64, 64, 1]);
+    assert_eq!(d.train.pos.size(), vec![1, 64, 2]);
+    // y[s, 8a + b] = file y[s, a, b] = code(s, 2a, 2b) + 1; the test files are offset by 100.
+    for (s, a, b) in [(0, 0, 0), (1, 2, 3), (3, 7, 1)] {
+        let want = code(&[s as usize, 2 * a as usize, 2 * b as usize]) + 1.0;
+        assert_eq!(at(&d.train.y, &[s, a * 8 + b, 0]), want);
+    }
+    assert_eq!(
+        at(&d.test.y, &[2, 8 * 5 + 6, 0]),
+        code(&[102, 10, 12]) + 1.0
+    );
+    // x = (s + i/4 + j/6) % 2 on the full grid, a float 0/1.
+    for (s, a, b) in [(0, 0, 0), (1, 2, 3), (2, 6, 7)] {
+        let (i, j) = (2 * a as usize, 2 * b as usize);
+        assert_eq!(
+            at(&d.train.fx, &[s, a * 8 + b, 0]),
+            ((s as usize + i / 4 + j / 6) % 2) as f64
+        );
+    }
+    // pos[.., 0] the column, pos[.., 1] the row coordinate, k / 8.
+    assert_eq!(at(&d.train.pos, &[0, 8 * 3 + 5, 0]), 5.0 / 8.0);
+    assert_eq!(at(&d.train.pos, &[0, 8 * 3 + 5, 1]), 3.0 / 8.0);
+    assert!(
+        l.notes.iter().any(|n| n.contains("[0.0, 1.0]")),
+        "{:?}",
+        l.notes
+    );
+    // `ono data info` lists the files with torch's dtypes.
+    let listed = benchmarks::list_file(&l.files[0]).unwrap();
+    assert_eq!(
+        listed,
+        [
+            ("x".to_string(), "bool".to_string(), vec![6, 8, 8]),
+            ("y".to_string(), "float32".to_string(), vec![6, 8, 8])
+        ]
+    );
+
+    let (h, _) = load_with(Benchmark::NeuralopDarcy, Layout::Fno, |o| LoadOptions {
+        test_resolution: Some(32),
+        ..o
+    });
+    let t = &h.dataset;
+    assert_eq!(
+        (t.grid.clone(), t.test_grid.clone()),
+        (Some(vec![8, 8]), Some(vec![16, 16]))
+    );
+    assert_eq!(t.effective_test_grid(), Some(&[16, 16][..]));
+    assert_eq!(t.test.fx.size(), vec![m.ntest as i64, 256, 1]);
+    assert_eq!(t.train.y.size(), vec![m.ntrain as i64, 64, 1]);
+    assert_eq!(at(&t.test.y, &[2, 16 * 5 + 6, 0]), code(&[102, 5, 6]) + 1.0);
+    // The same problems: the 32 set at the even points is the 16 set, at the same positions.
+    for p in [0i64, 9, 63] {
+        let (a, b) = (p / 8, p % 8);
+        let q = 16 * 2 * a + 2 * b;
+        assert_eq!(at(&t.test.y, &[1, q, 0]), at(&d.test.y, &[1, p, 0]));
+        assert_eq!(at(&t.test.fx, &[1, q, 0]), at(&d.test.fx, &[1, p, 0]));
+        for c in 0..2 {
+            assert_eq!(at(&t.test.pos, &[0, q, c]), at(&d.test.pos, &[0, p, c]));
+        }
+    }
+    assert!(h.files[1].ends_with("darcy_test_32.pt"));
+}
+
+/// The neuraloperator Burgers file as `load_burgers_1dtime`: the initial condition repeated along
+/// t, the whole space-time solution as target, the test trajectories right after the training
+/// ones, positions x ∈ [0, 1) (columns) and t ∈ [0, 1] (rows).
+#[test]
+fn neuralop_burgers_maps_the_initial_condition_to_the_space_time_solution() {
+    let (l, m) = load(Benchmark::NeuralopBurgers, Layout::Ono);
+    let d = &l.dataset;
+    assert_eq!(d.grid, Some(vec![5, 8]));
+    assert_eq!(d.train.fx.size(), vec![m.ntrain as i64, 40, 1]);
+    assert_eq!(d.test.y.size(), vec![m.ntest as i64, 40, 1]);
+    // fx[s, 8t + x] = input[s, x] for every t; y[s, 8t + x] = output[s, t, x].
+    for t in 0..5 {
+        assert_eq!(at(&d.train.fx, &[4, 8 * t + 3, 0]), code(&[4, 3]) + 1.0);
+    }
+    assert_eq!(at(&d.train.y, &[4, 8 * 2 + 3, 0]), code(&[4, 2, 3]) + 0.5);
+    assert_eq!(at(&d.train.y, &[4, 3, 0]), code(&[4, 3]) + 1.0);
+    // The test trajectories follow the training ones: [ntrain, ntrain + ntest).
+    assert_eq!(
+        at(&d.test.y, &[1, 8 * 4 + 7, 0]),
+        code(&[m.ntrain + 1, 4, 7]) + 0.5
+    );
+    assert_eq!(at(&d.train.pos, &[0, 8 * 4 + 2, 0]), 2.0 / 8.0);
+    assert_eq!(at(&d.train.pos, &[0, 8 * 4 + 2, 1]), 1.0);
+    assert_eq!(at(&d.train.pos, &[0, 8 * 2 + 7, 1]), 0.5);
+    assert!(
+        l.notes.iter().any(|n| n.contains("ν = 0.01")),
+        "{:?}",
+        l.notes
+    );
+    assert!(l.notes.iter().any(|n| n.contains("= 0e0")), "{:?}", l.notes);
+}
+
+/// Bad neuraloperator files and options are errors that say what is wrong.
+#[test]
+fn neuralop_bad_files_and_options_are_refused() {
+    use ono_io::torch_save::{write_dict, StorageOrder};
+    let dir = temp_dir("neuralop-bad");
+    miniature::write(Benchmark::NeuralopDarcy, &dir).unwrap();
+    miniature::write(Benchmark::NeuralopBurgers, &dir).unwrap();
+    let opts = |test_resolution| LoadOptions {
+        ntrain: Some(2),
+        ntest: Some(2),
+        test_resolution,
+        ..Default::default()
+    };
+    let err = |b, o: &LoadOptions| benchmarks::load(b, &dir, o).unwrap_err().to_string();
+    let e = err(Benchmark::NeuralopDarcy, &opts(Some(64)));
+    assert!(e.contains("16 and 32"), "{e}");
+    let e = err(Benchmark::Darcy, &opts(Some(32)));
+    assert!(e.contains("only neuralop_darcy"), "{e}");
+    let e = err(
+        Benchmark::NeuralopDarcy,
+        &LoadOptions {
+            r: Some(2),
+            ..opts(None)
+        },
+    );
+    assert!(e.contains("test_resolution"), "{e}");
+    let e = err(
+        Benchmark::NeuralopBurgers,
+        &LoadOptions {
+            ntrain: Some(9),
+            ..opts(None)
+        },
+    );
+    assert!(e.contains("the file has 10"), "{e}");
+    // A missing test file names itself.
+    std::fs::remove_file(dir.join("darcy_test_32.pt")).unwrap();
+    let e = err(Benchmark::NeuralopDarcy, &opts(Some(32)));
+    assert!(
+        e.contains("darcy_test_32.pt") && e.contains("pypi.org"),
+        "{e}"
+    );
+    // Wrong keys, wrong shapes, wrong dtypes.
+    let t = |shape: &[i64], kind| tch::Tensor::zeros(shape, (kind, tch::Device::Cpu));
+    let f = tch::Kind::Float;
+    let write = |file: &str, named: &[(&str, &tch::Tensor)]| {
+        write_dict(&dir.join(file), named, StorageOrder::ColumnMajor).unwrap()
+    };
+    write(
+        "darcy_train_16.pt",
+        &[("a", &t(&[4, 8, 8], f)), ("y", &t(&[4, 8, 8], f))],
+    );
+    let e = err(Benchmark::NeuralopDarcy, &opts(None));
+    assert!(
+        e.contains("no variable `x`") && e.contains("darcy_train_16.pt"),
+        "{e}"
+    );
+    write(
+        "darcy_train_16.pt",
+        &[("x", &t(&[4, 8, 8], f)), ("y", &t(&[4, 8, 7], f))],
+    );
+    let e = err(Benchmark::NeuralopDarcy, &opts(None));
+    assert!(e.contains("`y`") && e.contains("shape"), "{e}");
+    write(
+        "darcy_train_16.pt",
+        &[("x", &t(&[4, 8, 6], f)), ("y", &t(&[4, 8, 6], f))],
+    );
+    let e = err(Benchmark::NeuralopDarcy, &opts(None));
+    assert!(e.contains("square"), "{e}");
+    write(
+        "darcy_train_16.pt",
+        &[("x", &t(&[4, 4, 4], f)), ("y", &t(&[4, 4, 4], f))],
+    );
+    let e = err(Benchmark::NeuralopDarcy, &opts(None));
+    assert!(e.contains("darcy_test_16.pt") && e.contains("8×8"), "{e}");
+    let i = tch::Kind::Int64;
+    write(
+        "darcy_train_16.pt",
+        &[("x", &t(&[4, 8, 8], f)), ("y", &t(&[4, 8, 8], i))],
+    );
+    let e = err(Benchmark::NeuralopDarcy, &opts(None));
+    assert!(e.contains("int64"), "{e}");
+    write(
+        "burgers_lowres.pt",
+        &[("input", &t(&[10, 8], f)), ("output", &t(&[10, 5, 7], f))],
+    );
+    let e = err(Benchmark::NeuralopBurgers, &opts(None));
+    assert!(e.contains("`output`") && e.contains("shape"), "{e}");
+    write("burgers_lowres.pt", &[("u", &t(&[10, 8], f))]);
+    let e = err(Benchmark::NeuralopBurgers, &opts(None));
+    assert!(e.contains("no variable `input`"), "{e}");
+    // Not a torch.save file at all.
+    std::fs::write(dir.join("burgers_lowres.pt"), b"not a zip").unwrap();
+    let e = err(Benchmark::NeuralopBurgers, &opts(None));
+    assert!(e.contains("burgers_lowres.pt"), "{e}");
+}
+
 #[test]
 fn missing_files_name_the_file_the_benchmark_and_the_source() {
     let dir = temp_dir("missing");

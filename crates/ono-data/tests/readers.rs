@@ -426,6 +426,68 @@ fn torch_save_fixtures_read_as_torch_wrote_them() {
     assert_eq!(read, 5);
 }
 
+/// The layout of the neuraloperator wheel's data files: a plain dict of tensors from
+/// Fortran-ordered arrays (column-major strides), bool among them, and a view at a storage
+/// offset, written by torch (fixtures/torch_pickle/make_column_major_pt.py), read value by value
+/// against the script's formulas.
+#[test]
+fn column_major_strides_offsets_and_bool_read_as_torch_indexes_them() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/torch_pickle/column_major.pt");
+    let arrays = read_pt(&path).unwrap();
+    let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["input", "output", "visc", "window", "x", "y"]);
+    let get = |n: &str| arrays.iter().find(|a| a.name == n).unwrap();
+    // Row-major index of a multi-index.
+    let flat =
+        |shape: &[usize], idx: &[usize]| idx.iter().zip(shape).fold(0, |a, (&i, &n)| a * n + i);
+
+    let x = get("x");
+    assert_eq!((x.shape.as_slice(), x.dtype()), (&[3, 4, 5][..], "uint8"));
+    let y = get("y");
+    assert_eq!((y.shape.as_slice(), y.dtype()), (&[3, 4, 5][..], "float32"));
+    let (ArrayData::U8(xv), ArrayData::F32(yv)) = (&x.data, &y.data) else {
+        panic!("x {:?}, y {:?}", x.dtype(), y.dtype())
+    };
+    for i in 0..3 {
+        for j in 0..4 {
+            for k in 0..5 {
+                let at = flat(&x.shape, &[i, j, k]);
+                assert_eq!(
+                    xv[at],
+                    u8::from((i + 2 * j + 3 * k) % 3 == 0),
+                    "x[{i},{j},{k}]"
+                );
+                assert_eq!(
+                    yv[at],
+                    (100 * i + 10 * j + k) as f32 + 0.25,
+                    "y[{i},{j},{k}]"
+                );
+            }
+        }
+    }
+    let input = get("input");
+    assert_eq!(input.shape, [4, 3]);
+    let want: Vec<f64> = (0..4)
+        .flat_map(|i| (0..3).map(move |j| (10 * i + j) as f64 - 0.5))
+        .collect();
+    assert_eq!(input.data, ArrayData::F64(want));
+    let output = get("output");
+    assert_eq!(output.shape, [4, 2, 3]);
+    let want: Vec<f64> = (0..4)
+        .flat_map(|i| (0..2).flat_map(move |j| (0..3).map(move |k| (100 * i + 10 * j + k) as f64)))
+        .collect();
+    assert_eq!(output.data, ArrayData::F64(want));
+    assert_eq!(get("visc").data, ArrayData::F64(vec![0.01]));
+    // base[2:, 1:4]: storage offset 7, strides (1, 5).
+    let window = get("window");
+    assert_eq!(window.shape, [3, 3]);
+    let want: Vec<f32> = (0..3)
+        .flat_map(|i| (0..3).map(move |j| (10 * (i + 2) + j + 1) as f32))
+        .collect();
+    assert_eq!(window.data, ArrayData::F32(want));
+}
+
 // ---------------------------------------------------------------------------------------------
 // safetensors
 

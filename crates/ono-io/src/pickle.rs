@@ -232,9 +232,38 @@ pub(crate) enum Global {
     Other(String),
 }
 
+/// The typed storage classes of `torch` (`torch.FloatStorage`, ...) and the dtype of each: what
+/// `torch.save` names in a persistent id, read here and written by
+/// [`torch_save::write_dict`](crate::torch_save::write_dict).
+pub(crate) const STORAGE_TYPES: [(&str, Kind); 12] = [
+    ("FloatStorage", Kind::Float),
+    ("DoubleStorage", Kind::Double),
+    ("HalfStorage", Kind::Half),
+    ("BFloat16Storage", Kind::BFloat16),
+    ("LongStorage", Kind::Int64),
+    ("IntStorage", Kind::Int),
+    ("ShortStorage", Kind::Int16),
+    ("CharStorage", Kind::Int8),
+    ("ByteStorage", Kind::Uint8),
+    ("BoolStorage", Kind::Bool),
+    ("ComplexFloatStorage", Kind::ComplexFloat),
+    ("ComplexDoubleStorage", Kind::ComplexDouble),
+];
+
+/// The dtype of a `torch.<name>` storage class.
+fn storage_kind(name: &str) -> Option<Kind> {
+    STORAGE_TYPES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, k)| k)
+}
+
 impl Global {
     fn resolve(module: &str, name: &str) -> Global {
         let storage = Global::StorageType;
+        if let Some(kind) = storage_kind(name).filter(|_| module == "torch") {
+            return storage(kind);
+        }
         match (module, name) {
             ("collections", "OrderedDict") => Global::OrderedDict,
             ("torch._utils", "_rebuild_tensor_v2") => Global::RebuildTensorV2,
@@ -242,18 +271,6 @@ impl Global {
             ("torch._utils", "_rebuild_parameter_with_state") => Global::RebuildParameterWithState,
             ("torch._tensor", "_rebuild_from_type_v2") => Global::RebuildFromTypeV2,
             ("torch", "Size") => Global::TorchSize,
-            ("torch", "FloatStorage") => storage(Kind::Float),
-            ("torch", "DoubleStorage") => storage(Kind::Double),
-            ("torch", "HalfStorage") => storage(Kind::Half),
-            ("torch", "BFloat16Storage") => storage(Kind::BFloat16),
-            ("torch", "LongStorage") => storage(Kind::Int64),
-            ("torch", "IntStorage") => storage(Kind::Int),
-            ("torch", "ShortStorage") => storage(Kind::Int16),
-            ("torch", "CharStorage") => storage(Kind::Int8),
-            ("torch", "ByteStorage") => storage(Kind::Uint8),
-            ("torch", "BoolStorage") => storage(Kind::Bool),
-            ("torch", "ComplexFloatStorage") => storage(Kind::ComplexFloat),
-            ("torch", "ComplexDoubleStorage") => storage(Kind::ComplexDouble),
             ("torch" | "torch.storage", "UntypedStorage") => storage(Kind::Uint8),
             ("numpy.core.multiarray" | "numpy._core.multiarray", "_reconstruct") => {
                 Global::NumpyReconstruct
@@ -280,7 +297,10 @@ impl Global {
             }
             Global::RebuildFromTypeV2 => "torch._tensor._rebuild_from_type_v2".into(),
             Global::TorchSize => "torch.Size".into(),
-            Global::StorageType(kind) => format!("torch.{kind:?}Storage"),
+            Global::StorageType(kind) => match STORAGE_TYPES.iter().find(|(_, k)| k == kind) {
+                Some((name, _)) => format!("torch.{name}"),
+                None => format!("torch.{kind:?}Storage"),
+            },
             Global::NumpyReconstruct => "numpy.core.multiarray._reconstruct".into(),
             Global::NumpyFromBuffer => "numpy.core.numeric._frombuffer".into(),
             Global::NumpyScalar => "numpy.core.multiarray.scalar".into(),

@@ -15,13 +15,14 @@
 //!   tensors come back contiguous, in their stored dtype.
 //!
 //! [`load`] returns the whole object as a [`Value`] tree; [`read_state_dict`] the tensors of a
-//! (nested) dict by dotted names. Anything else (the legacy non-zip format, a missing `data.pkl`,
+//! (nested) dict by dotted names; [`write_dict`] writes a plain dict of tensors the way
+//! `torch.save` does (the miniature copies of data sets saved with torch). Anything else (the legacy non-zip format, a missing `data.pkl`,
 //! a truncated storage, an unknown opcode or global, a big-endian archive) is
 //! [`Error::Format`], never a panic; a file that cannot be opened is [`Error::Io`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
 use std::rc::Rc;
 
@@ -85,6 +86,170 @@ pub fn read_state_dict(path: &Path) -> Result<BTreeMap<String, Tensor>> {
     let mut out = BTreeMap::new();
     flatten(&root, "", &mut out).map_err(|Fail(m)| Error::format(path, m))?;
     Ok(out)
+}
+
+/// How [`write_dict`] lays out each tensor's storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageOrder {
+    /// Strides (…, n₋₁, 1): a contiguous tensor.
+    RowMajor,
+    /// Strides (1, n₀, n₀·n₁, …): a tensor made from a Fortran-ordered NumPy array (the
+    /// neuraloperator data files are saved so).
+    ColumnMajor,
+}
+
+/// Writes `tensors` (CPU, any real dtype or bool) as a plain `dict` in the zip format of
+/// `torch.save` (PyTorch ≥ 1.6): `archive/data.pkl` (protocol 2), one storage per tensor in
+/// `archive/data/<i>` laid out in `order`, `archive/byteorder` and `archive/version`, entries
+/// stored and their data 64-byte aligned as torch writes them. `torch.load` and [`load`] read it
+/// back. Written atomically.
+pub fn write_dict(path: &Path, tensors: &[(&str, &Tensor)], order: StorageOrder) -> Result<()> {
+    if cfg!(target_endian = "big") {
+        return Err(Error::format(
+            path,
+            "writing torch.save archives needs a little-endian host",
+        ));
+    }
+    let fail = |msg: String| Error::format(path, msg);
+    let mut pkl = Pickler::default();
+    pkl.op(b"\x80\x02}(");
+    let mut storages = Vec::with_capacity(tensors.len());
+    for (key, (name, t)) in tensors.iter().enumerate() {
+        let kind = t
+            .f_kind()
+            .map_err(|e| fail(format!("tensor `{name}`: {e}")))?;
+        let storage_type = pickle::STORAGE_TYPES
+            .iter()
+            .find(|(_, k)| *k == kind && !matches!(kind, Kind::ComplexFloat | Kind::ComplexDouble))
+            .map(|(n, _)| *n)
+            .ok_or_else(|| fail(format!("tensor `{name}`: dtype {kind:?} cannot be written")))?;
+        let size = t.size();
+        let (stored, stride) = match order {
+            StorageOrder::RowMajor => (t.shallow_clone(), contiguous_strides(&size)),
+            StorageOrder::ColumnMajor => {
+                let back: Vec<i64> = (0..size.len() as i64).rev().collect();
+                let mut rev = size.clone();
+                rev.reverse();
+                let mut stride = contiguous_strides(&rev);
+                stride.reverse();
+                (
+                    t.f_permute(back.as_slice())
+                        .map_err(|e| fail(e.to_string()))?,
+                    stride,
+                )
+            }
+        };
+        let bytes = storage_bytes(&stored).map_err(|e| fail(format!("tensor `{name}`: {e}")))?;
+        let numel: i64 = size.iter().product();
+        pkl.str(name);
+        pkl.op(b"ctorch._utils\n_rebuild_tensor_v2\n((");
+        pkl.str("storage");
+        pkl.op(format!("ctorch\n{storage_type}\n").as_bytes());
+        pkl.str(&key.to_string());
+        pkl.str("cpu");
+        pkl.int(numel);
+        pkl.op(b"tQ");
+        pkl.int(0);
+        pkl.tuple(&size);
+        pkl.tuple(&stride);
+        pkl.op(b"\x89ccollections\nOrderedDict\n)RtR");
+        storages.push(bytes);
+    }
+    pkl.op(b"u.");
+    let entries = [
+        ("archive/data.pkl".to_string(), pkl.0),
+        ("archive/byteorder".to_string(), b"little".to_vec()),
+    ]
+    .into_iter()
+    .chain(
+        storages
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| (format!("archive/data/{i}"), b)),
+    )
+    .chain([("archive/version".to_string(), b"3\n".to_vec())]);
+    let zip_io = |e: zip::result::ZipError| std::io::Error::other(e.to_string());
+    crate::atomic::write_atomic_with(path, |w| {
+        let mut zip = zip::ZipWriter::new(w);
+        for (name, bytes) in entries {
+            let options = zip::write::FileOptions::default()
+                .compression_method(zip::CompressionMethod::Stored)
+                .large_file(bytes.len() as u64 >= u64::from(u32::MAX));
+            zip.start_file_aligned(name, options, 64).map_err(zip_io)?;
+            zip.write_all(&bytes)?;
+        }
+        zip.finish().map_err(zip_io)?;
+        Ok(())
+    })
+}
+
+/// The strides of a contiguous tensor of `size`.
+fn contiguous_strides(size: &[i64]) -> Vec<i64> {
+    let mut stride = vec![1; size.len()];
+    for d in (0..size.len().saturating_sub(1)).rev() {
+        stride[d] = stride[d + 1] * size[d + 1].max(1);
+    }
+    stride
+}
+
+/// The little-endian bytes of `t` in row-major order (bool as one byte 0 or 1).
+fn storage_bytes(t: &Tensor) -> std::result::Result<Vec<u8>, tch::TchError> {
+    let flat = t
+        .f_to_device(tch::Device::Cpu)?
+        .f_contiguous()?
+        .f_reshape([-1])?;
+    let flat = if flat.f_kind()? == Kind::Bool {
+        flat.f_to_kind(Kind::Uint8)?
+    } else {
+        flat
+    };
+    let mut bytes = vec![0u8; flat.numel() * flat.f_kind()?.elt_size_in_bytes()];
+    flat.f_copy_data_u8(&mut bytes, flat.numel())?;
+    Ok(bytes)
+}
+
+/// The protocol-2 pickle of [`write_dict`], opcode by opcode.
+#[derive(Default)]
+struct Pickler(Vec<u8>);
+
+impl Pickler {
+    fn op(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// BINUNICODE.
+    fn str(&mut self, s: &str) {
+        self.0.push(b'X');
+        self.0.extend_from_slice(&(s.len() as u32).to_le_bytes());
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    /// The shortest of BININT1, BININT2, BININT and LONG1, as pickle chooses.
+    fn int(&mut self, v: i64) {
+        match v {
+            0..=0xff => self.op(&[b'K', v as u8]),
+            0x100..=0xffff => {
+                self.0.push(b'M');
+                self.0.extend_from_slice(&(v as u16).to_le_bytes());
+            }
+            _ if i32::try_from(v).is_ok() => {
+                self.0.push(b'J');
+                self.0.extend_from_slice(&(v as i32).to_le_bytes());
+            }
+            _ => {
+                self.op(&[0x8a, 8]);
+                self.0.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+
+    fn tuple(&mut self, items: &[i64]) {
+        self.0.push(b'(');
+        for &v in items {
+            self.int(v);
+        }
+        self.0.push(b't');
+    }
 }
 
 /// Opens the archive and finds its `data.pkl`: the prefix of the entries (`<name>/`, or empty).

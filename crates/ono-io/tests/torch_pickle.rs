@@ -268,3 +268,86 @@ fn malformed_archives_are_format_errors() {
         }),
     );
 }
+
+/// `write_dict` writes what `load` reads back exactly, in both storage orders, every dtype torch
+/// stores but complex; a column-major storage holds the elements column by column, and sizes
+/// past one byte and one int32 take their own pickle opcodes.
+#[test]
+fn written_dicts_read_back_in_both_storage_orders() {
+    use ono_io::pickle::Value;
+    use ono_io::torch_save::{load, write_dict, StorageOrder};
+    ono_testing::init();
+    let dir = std::env::temp_dir().join(format!("ono-io-write-pt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let m = arange(24, Kind::Float).reshape([2, 3, 4]) * 0.5 - 3.0;
+    let tensors = [
+        ("f32", m.shallow_clone()),
+        ("f64", arange(6, Kind::Double).reshape([3, 2]) - 2.5),
+        ("i64", Tensor::from_slice(&[1i64 << 40, -3, 70_000])),
+        ("i32", arange(5, Kind::Int) - 2),
+        ("i16", Tensor::from_slice(&[-300i16, 300])),
+        ("i8", Tensor::from_slice(&[-100i8, 100])),
+        ("u8", Tensor::from_slice(&[0u8, 200, 255])),
+        (
+            "mask",
+            arange(12, Kind::Int64).reshape([3, 4]).remainder(3).eq(0),
+        ),
+        (
+            "f16",
+            Tensor::from_slice(&[1.5f32, -2.0]).to_kind(Kind::Half),
+        ),
+        (
+            "bf16",
+            Tensor::from_slice(&[1.0f32, -3.0]).to_kind(Kind::BFloat16),
+        ),
+        ("scalar", Tensor::from(0.25f64)),
+        (
+            "long",
+            Tensor::zeros([300, 300], (Kind::Uint8, Device::Cpu)),
+        ),
+    ];
+    let refs: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (*n, t)).collect();
+    for order in [StorageOrder::RowMajor, StorageOrder::ColumnMajor] {
+        let path = dir.join(format!("{order:?}.pt"));
+        write_dict(&path, &refs, order).unwrap();
+        let Value::Dict(d) = load(&path).unwrap() else {
+            panic!("not a dict")
+        };
+        assert!(!d.ordered);
+        let got: BTreeMap<String, Tensor> = d
+            .deduplicated()
+            .into_iter()
+            .map(|(k, v)| match (k, v) {
+                (Value::Str(k), Value::Tensor(t)) => (k.clone(), t.shallow_clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(got.len(), tensors.len());
+        for (name, t) in &tensors {
+            assert_tensor(&got, name, t);
+        }
+        // The first storage is the 2×3×4 float tensor's, in the chosen order.
+        let (name, bytes) = zip_entries(&path)
+            .into_iter()
+            .find(|(n, _)| n == "archive/data/0")
+            .unwrap();
+        let stored: Vec<f32> = bytes
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let want = match order {
+            StorageOrder::RowMajor => m.reshape([-1]),
+            StorageOrder::ColumnMajor => m.permute([2, 1, 0]).contiguous().reshape([-1]),
+        };
+        assert_eq!(stored, Vec::<f32>::try_from(&want).unwrap(), "{name}");
+    }
+    let e = write_dict(
+        &dir.join("complex.pt"),
+        &[("c", &Tensor::zeros([2], (Kind::ComplexFloat, Device::Cpu)))],
+        StorageOrder::RowMajor,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("ComplexFloat") && e.contains("`c`"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

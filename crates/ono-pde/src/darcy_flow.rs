@@ -1177,6 +1177,7 @@ impl DarcyConfig {
             test: split(n_train, n_test)?,
             grid: Some(vec![k, k]),
             query_grid: None,
+            test_grid: None,
         })
     }
 }

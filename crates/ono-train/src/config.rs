@@ -179,7 +179,7 @@ pub struct DataSection {
     #[serde(default)]
     pub path: Option<PathBuf>,
     /// A published benchmark (`darcy`, `ns2d`, `burgers`, `airfoil`, `pipe`, `elasticity`,
-    /// `elasticity_grid`, `plasticity`, `darcy_inverse`).
+    /// `elasticity_grid`, `plasticity`, `darcy_inverse`, `neuralop_darcy`, `neuralop_burgers`).
     #[serde(default)]
     pub benchmark: Option<String>,
     /// Point clouds whose samples differ in size (GNOT's multi-input-output files: a pickle or
@@ -211,6 +211,10 @@ pub struct DataSection {
     /// `darcy_inverse`: the standard deviation of the noise on the normalized input (0.01).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<f64>,
+    /// `neuralop_darcy`: the resolution of the test set, 16 (default, the training resolution)
+    /// or 32 (the same test problems at 32²: a zero-shot test, every epoch's test error at 32²).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_resolution: Option<usize>,
     /// Training samples (the first `ntrain` of a file; the benchmark's split otherwise).
     #[serde(default)]
     pub ntrain: Option<i64>,

@@ -62,6 +62,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                     test,
                     grid: data.grid,
                     query_grid: data.query_grid,
+                    test_grid: data.test_grid,
                 },
                 None,
             )
@@ -74,6 +75,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                 layout: d.layout,
                 coarse_r: d.coarse_r,
                 noise: d.noise,
+                test_resolution: d.test_resolution,
             };
             let dir = benchmarks::data_dir(d.data_dir.as_deref());
             let loaded = benchmarks::load(b, &dir, &opts)?;
@@ -101,6 +103,7 @@ pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData>
                     test,
                     grid: None,
                     query_grid: None,
+                    test_grid: None,
                 };
                 ds.validate()?;
                 (ds, None)

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ono_data::dataset::{length_mask, Split, TensorDataset};
+use ono_data::dataset::{grid_axes, interpolate_on_axes, length_mask, Split, TensorDataset};
 use ono_data::normalizer::Normalizer;
 use ono_kernels::host;
 use ono_models::Model;
@@ -99,10 +99,14 @@ pub fn normalized(split: &Split, norms: &Normalizers, device: Device, kind: Kind
 #[derive(Debug, Clone, PartialEq)]
 pub enum EvalData {
     /// The run's own: its dataset file, or its benchmark with the same split, re-read at
-    /// subsampling stride `r` when given (another resolution, e.g. Burgers at 8192 points).
+    /// subsampling stride `r` when given (another resolution, e.g. Burgers at 8192 points), or
+    /// with its test set at `test_resolution` when given (`neuralop_darcy` trained at 16²,
+    /// tested at 32²: the training split stays at the trained resolution).
     Own {
         /// The benchmark's stride (a run on a dataset file has no other).
         r: Option<usize>,
+        /// The test set's resolution (`data.test_resolution`; `neuralop_darcy` only).
+        test_resolution: Option<usize>,
     },
     /// A dataset file (`ono_data::dataset::TensorDataset`), at its own resolution.
     File(PathBuf),
@@ -143,16 +147,24 @@ pub fn evaluate_checkpoint(
     let own = &state.config.data;
     let (ds, name) = match data {
         EvalData::File(path) => (TensorDataset::read(path)?, path.display().to_string()),
-        EvalData::Own { r } => {
+        EvalData::Own { r, test_resolution } => {
             let mut section = own.clone();
-            if r.is_some() {
-                if section.benchmark.is_none() {
+            for (flag, set) in [
+                ("--r", r.is_some()),
+                ("--test-resolution", test_resolution.is_some()),
+            ] {
+                if set && section.benchmark.is_none() {
                     return Err(Error::config(
-                        "--r",
+                        flag,
                         "re-reads the run's benchmark, but the run was trained on a dataset file",
                     ));
                 }
+            }
+            if r.is_some() {
                 section.r = *r;
+            }
+            if test_resolution.is_some() {
+                section.test_resolution = *test_resolution;
             }
             let name = match (&own.path, &own.benchmark, &own.point_clouds) {
                 (Some(p), _, _) => p.display().to_string(),
@@ -165,14 +177,20 @@ pub fn evaluate_checkpoint(
     };
     let ysz = ds.test.y.size();
     let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
-    let norms = p.normalizers_for(ds.grid.as_deref(), ds.query_grid.as_deref())?;
+    // A test split at a resolution of its own beside a training split at the trained one: the
+    // statistics go from the training points to the test points by their positions.
+    let norms = if ds.test_grid.is_some() && ds.grid == p.grid {
+        p.normalizers.for_test_split(&ds)?
+    } else {
+        p.normalizers_for(ds.effective_test_grid(), ds.query_grid.as_deref())?
+    };
     let split = normalized(&ds.test, &norms, device, p.kind())?;
     let errs = evaluate(
         &p.model,
         &norms.y,
         &split,
         p.regime,
-        ds.grid.as_deref(),
+        ds.effective_test_grid(),
         batch,
         steps,
     )?;
@@ -180,7 +198,7 @@ pub fn evaluate_checkpoint(
         checkpoint: checkpoint.to_path_buf(),
         data: name,
         samples: split.len(),
-        grid: ds.target_grid().map(<[i64]>::to_vec),
+        grid: ds.test_target_grid().map(<[i64]>::to_vec),
         test_rel_l2: errs.full,
         per_step: errs.per_step,
         trained_steps: state.global_step,
@@ -193,9 +211,11 @@ pub fn evaluate_checkpoint(
 ///
 /// Which mean: where every sample of both splits has its targets at the same points (positions
 /// shared, or per sample but equal), the mean over the training samples at each point (a mean
-/// field). Otherwise (point clouds whose positions differ between samples, samples of different
-/// sizes) a point-wise mean would average unrelated points, so the prediction is the constant
-/// field of each channel's (and time step's) mean over all real training points and samples.
+/// field); where the test split has a grid of its own (a test set at another resolution), that
+/// mean field interpolated at the test points' coordinates. Otherwise (point clouds whose
+/// positions differ between samples, samples of different sizes) a point-wise mean would
+/// average unrelated points, so the prediction is the constant field of each channel's (and
+/// time step's) mean over all real training points and samples.
 /// Padding rows of samples of different sizes count neither in the mean nor in the error.
 pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
     let (train, test) = (&ds.train, &ds.test);
@@ -220,8 +240,15 @@ pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
         }
     };
     let (train_real, test_real) = (real(train)?, real(test)?);
-    let mean = if train_real.is_none() && test_real.is_none() && same_target_points(train, test)? {
+    let plain = train_real.is_none() && test_real.is_none();
+    let mean = if plain && same_target_points(train, test)? {
         y.f_mean_dim(&[0i64][..], true, Kind::Double)?
+    } else if let (true, Some(g), Some(t)) = (plain, &ds.grid, &ds.test_grid) {
+        interpolate_on_axes(
+            &y.f_mean_dim(&[0i64][..], true, Kind::Double)?,
+            &grid_axes(&train.pos, g)?,
+            &grid_axes(&test.pos, t)?,
+        )?
     } else {
         // Σ over samples and points of the real rows, per channel (and time step).
         let (sum, count) = match &train_real {
@@ -282,6 +309,7 @@ mod tests {
             test,
             grid: None,
             query_grid: None,
+            test_grid: None,
         }
     }
 
@@ -353,6 +381,27 @@ mod tests {
         // mean (0, 1, 2, 3); error (3, 0, 0, 0); norm √(9 + 1 + 4 + 9).
         let got = mean_field_error(&dataset(train, test)).unwrap();
         assert!((got - 3.0 / 23f64.sqrt()).abs() < 1e-14, "{got}");
+
+        // A test set at twice the resolution (nodes k / n): the training mean field (1, 3) on
+        // the nodes 0, 1/2, at 0, 1/4, 1/2, 3/4 is (1, 2, 3, 3); the test sample (1, 2, 3, 5)
+        // is off by 2 in a norm of √39.
+        let train = Split::new(
+            fx(2),
+            t(&[0.0, 2.0, 2.0, 4.0], &[2, 2, 1]),
+            t(&[0.0, 0.5], &[1, 2, 1]),
+        );
+        let test = Split::new(
+            Tensor::ones([1, 4, 1], (Kind::Double, Device::Cpu)),
+            t(&[1.0, 2.0, 3.0, 5.0], &[1, 4, 1]),
+            t(&[0.0, 0.25, 0.5, 0.75], &[1, 4, 1]),
+        );
+        let ds = TensorDataset {
+            grid: Some(vec![2]),
+            test_grid: Some(vec![4]),
+            ..dataset(train, test)
+        };
+        let got = mean_field_error(&ds).unwrap();
+        assert!((got - 2.0 / 39f64.sqrt()).abs() < 1e-14, "{got}");
 
         // An all-zero test sample has no relative error.
         let train = Split::new(fx(1), t(&[1.0, 2.0], &[1, 2, 1]), pos.copy());

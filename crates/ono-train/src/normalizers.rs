@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use ono_data::dataset::Split;
+use ono_data::dataset::{grid_axes, Split, TensorDataset};
 use ono_data::normalizer::{Normalizer, NormalizerKind};
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
@@ -68,6 +68,32 @@ impl Normalizers {
             y: Normalizer::fit_points(kinds.y, &train.y, lengths)?,
             pos: Normalizer::fit_points(kinds.pos, &train.pos, lengths)?,
             theta,
+        })
+    }
+
+    /// The normalizers for the test split of `ds`, these having been fitted on its training
+    /// split: when the test split has a grid of its own ([`TensorDataset::test_grid`]), the
+    /// pointwise statistics interpolated from the training points to the test points at the
+    /// coordinates of their positions ([`Normalizer::regridded_at`]); otherwise, and for
+    /// per-channel statistics, the same.
+    pub fn for_test_split(&self, ds: &TensorDataset) -> Result<Self> {
+        let (from, to) = match (&ds.grid, &ds.test_grid) {
+            (Some(g), Some(t)) => (grid_axes(&ds.train.pos, g)?, grid_axes(&ds.test.pos, t)?),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let regrid = |n: &Normalizer| {
+            if from.is_empty() {
+                n.regridded(&[], &[])
+            } else {
+                n.regridded_at(&from, &to)
+            }
+        };
+        // Positions and θ have per-channel statistics, which do not depend on the grid.
+        Ok(Self {
+            x: regrid(&self.x)?,
+            y: regrid(&self.y)?,
+            pos: self.pos.regridded(&[], &[])?,
+            theta: self.theta.regridded(&[], &[])?,
         })
     }
 

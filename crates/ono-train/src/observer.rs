@@ -85,7 +85,7 @@ impl Trainer {
         // data without an input function at the points.
         let one_grid =
             self.test.query.is_none() && self.test.lengths.is_none() && self.test.fx.size()[2] > 0;
-        let (h, w) = match self.grid.as_deref() {
+        let (h, w) = match self.test_grid.as_deref() {
             Some(&[h, w]) if one_grid && self.cfg.log.panels > 0 && h > 0 && w > 0 => (h, w),
             _ => return Ok(None),
         };
@@ -99,8 +99,8 @@ impl Trainer {
             let _g = tch::no_grad_guard();
             let d = Decoder {
                 model: &self.model,
-                y_norm: &self.normalizers.y,
-                grid: self.grid.as_deref(),
+                y_norm: &self.test_normalizers.y,
+                grid: self.test_grid.as_deref(),
             };
             self.regime
                 .ops()
@@ -119,7 +119,7 @@ impl Trainer {
                 .f_contiguous()?)
         };
         let input = self
-            .normalizers
+            .test_normalizers
             .x
             .decode(&batch.fx)?
             .f_select(2, 0)?

@@ -33,6 +33,9 @@ pub struct Recipe {
 /// Elasticity's targets and on Pipe; the Galerkin Transformer's: its normalizers fitted on NumPy
 /// arrays and its H¹ losses, γ = 0.1 on Burgers, 0.5 on Darcy, 0 in the inverse problem, whose
 /// loader normalizes the input itself because the noise is added after normalization).
+/// `neuralop_darcy` trains as `darcy` in the same layout (so every model that trains on `darcy`
+/// trains on it alike); `neuralop_burgers` as neuraloperator's Burgers config: no normalizers,
+/// the relative L2.
 pub fn recipe(benchmark: Benchmark, layout: Layout) -> Recipe {
     use NormalizerKind::{Gaussian, GaussianPopulation, None as Plain, Unit};
     let ono = layout == Layout::Ono;
@@ -80,5 +83,7 @@ pub fn recipe(benchmark: Benchmark, layout: Layout) -> Recipe {
             ..steady(Unit, Plain, Some("plasticity"))
         },
         Benchmark::DarcyInverse => galerkin(Plain, GaussianPopulation, 0.0),
+        Benchmark::NeuralopDarcy => recipe(Benchmark::Darcy, layout),
+        Benchmark::NeuralopBurgers => steady(Plain, Plain, None),
     }
 }

@@ -86,7 +86,11 @@ pub struct Trainer {
     pub(crate) grid: Option<Vec<i64>>,
     /// The targets' grid: the query grid when the targets live on query points, else `grid`.
     pub(crate) target_grid: Option<Vec<i64>>,
+    /// The test points' grid: `grid`, or the test split's own at another resolution.
+    pub(crate) test_grid: Option<Vec<i64>>,
     pub(crate) normalizers: Normalizers,
+    /// `normalizers` at the test points (the same unless the test split has a grid of its own).
+    pub(crate) test_normalizers: Normalizers,
     pub(crate) model: Model,
     opt: AdamW,
     /// Float16's loss scaler.
@@ -156,18 +160,19 @@ impl Trainer {
         }
 
         let target_grid = data.target_grid().map(<[i64]>::to_vec);
-        let (train, test) = (data.train, data.test);
-        let time_steps = train.y.size().get(3).copied().unwrap_or(0);
-        let test_steps = test.y.size().get(3).copied().unwrap_or(0);
+        let test_grid = data.effective_test_grid().map(<[i64]>::to_vec);
+        let time_steps = data.train.y.size().get(3).copied().unwrap_or(0);
+        let test_steps = data.test.y.size().get(3).copied().unwrap_or(0);
 
         // Normalizers: fitted on the training split's real points (or restored), applied once
-        // to the inputs.
+        // to the inputs; a test split at another resolution gets them at its own points.
         let normalizers = match &ckpt {
             Some(c) => c.normalizers()?,
-            None => Normalizers::fit(kinds, &train)?,
+            None => Normalizers::fit(kinds, &data.train)?,
         };
-        let train = normalized(&train, &normalizers, device, kind)?;
-        let test = normalized(&test, &normalizers, device, kind)?;
+        let test_normalizers = normalizers.for_test_split(&data)?;
+        let train = normalized(&data.train, &normalizers, device, kind)?;
+        let test = normalized(&data.test, &test_normalizers, device, kind)?;
 
         let model_cfg = match &ckpt {
             Some(c) => c.state.model.clone(),
@@ -241,7 +246,9 @@ impl Trainer {
             test,
             grid: data.grid,
             target_grid,
+            test_grid,
             normalizers,
+            test_normalizers,
             model,
             opt,
             scaler,
@@ -575,10 +582,10 @@ impl Trainer {
     pub fn evaluate_test(&self) -> Result<RolloutErrors> {
         evaluate(
             &self.model,
-            &self.normalizers.y,
+            &self.test_normalizers.y,
             &self.test,
             self.regime,
-            self.grid.as_deref(),
+            self.test_grid.as_deref(),
             self.cfg.batch_size,
             self.test_steps,
         )

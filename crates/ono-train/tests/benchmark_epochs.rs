@@ -30,8 +30,9 @@ fn one_epoch_on_every_miniature_benchmark() {
         let dir = temp_dir(b.name());
         let m = miniature::write(b, &dir.join("data")).unwrap();
         let preset = match b {
-            Benchmark::Burgers | Benchmark::ElasticityGrid => "ns2d",
+            Benchmark::Burgers | Benchmark::ElasticityGrid | Benchmark::NeuralopBurgers => "ns2d",
             Benchmark::Ns2d => "ns2d",
+            Benchmark::NeuralopDarcy => "darcy",
             _ => b.name(),
         };
         let text = format!(
@@ -78,8 +79,8 @@ panels = 1
         let err = s.final_test.unwrap();
         assert!(err.is_finite() && err > 0.0, "{}: {err}", b.name());
         assert!(dir.join("run/metrics.jsonl").exists());
-        if b == Benchmark::Darcy {
-            assert_eq!(check.with_fields.load(Ordering::Relaxed), 1);
+        if matches!(b, Benchmark::Darcy | Benchmark::NeuralopDarcy) {
+            assert_eq!(check.with_fields.load(Ordering::Relaxed), 1, "{}", b.name());
         }
     }
 }

@@ -76,6 +76,7 @@ fn grid_dataset(path: &Path) {
         test: make(3),
         grid: Some(vec![H, W]),
         query_grid: None,
+        test_grid: None,
     }
     .write(path)
     .unwrap();

@@ -19,6 +19,30 @@ fn darcy_is_unit_normalized_with_the_derivative_term_in_ono_and_gaussian_in_fno(
     assert_eq!(f.derivative_alpha, 0.0);
 }
 
+/// The neuraloperator Darcy set trains as Darcy in every layout (so every model that trains on
+/// one trains on the other alike); its Burgers set as neuraloperator's config: plain, rel. L2.
+#[test]
+fn neuralop_sets_train_as_darcy_and_as_the_neuraloperator_burgers_config() {
+    for layout in [Layout::Ono, Layout::Fno, Layout::Galerkin] {
+        assert_eq!(
+            recipe(Benchmark::NeuralopDarcy, layout),
+            recipe(Benchmark::Darcy, layout),
+            "{layout:?}"
+        );
+    }
+    let b = recipe(Benchmark::NeuralopBurgers, Layout::Ono);
+    assert_eq!(
+        (b.regime, b.normalize_x, b.normalize_y, b.preset),
+        (
+            Regime::Steady,
+            NormalizerKind::None,
+            NormalizerKind::None,
+            None
+        )
+    );
+    assert_eq!(b.loss, ono_train::config::LossKind::RelL2);
+}
+
 #[test]
 fn time_series_benchmarks_have_their_regimes() {
     assert_eq!(

@@ -431,7 +431,10 @@ fn train(config: &TrainConfig, strides: &[usize], dir: &Path, ctx: &RunContext) 
     for &r in strides {
         let v = evaluate_checkpoint(
             &summary.result_checkpoint,
-            &EvalData::Own { r: Some(r) },
+            &EvalData::Own {
+                r: Some(r),
+                test_resolution: None,
+            },
             cfg.device()?,
             ctx.eval_batch,
         )?;

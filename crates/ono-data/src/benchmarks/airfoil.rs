@@ -78,6 +78,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h, w]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![px, py, pq],
         notes: vec![

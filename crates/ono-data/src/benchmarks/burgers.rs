@@ -62,6 +62,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test,
             grid: Some(vec![n]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![path],
         notes: vec![

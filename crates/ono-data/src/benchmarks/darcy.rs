@@ -134,6 +134,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(a_test, u_test, pos),
             grid: Some(vec![s, s]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![train_path, test_path],
         notes,
@@ -195,6 +196,7 @@ fn load_galerkin(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test,
             grid: Some(vec![n, n]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![train_path.clone(), test_path.clone()],
         notes: vec![

@@ -100,6 +100,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(noisy(&u_test, 1)?, a_test)?,
             grid: Some(vec![n, n]),
             query_grid: Some(vec![m, m]),
+            test_grid: None,
         },
         files: vec![train_path.clone(), test_path.clone()],
         notes: vec![

@@ -69,6 +69,7 @@ pub(super) fn load_points(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(fx_te, y_te, pos),
             grid: None,
             query_grid: None,
+            test_grid: None,
         },
         files: vec![ps, pxy],
         notes: vec![
@@ -127,6 +128,7 @@ pub(super) fn load_grid(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h, w]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![pm, ps],
         notes: vec![

@@ -58,6 +58,32 @@ fn npy_file(dir: &Path, file: &str, a: &NamedArray) -> Result<()> {
     npy::write_npy(&dir.join(file), a)
 }
 
+/// A `torch.save` dict of the arrays as the neuraloperator wheel stores them: column-major
+/// storages, the arrays named in `bools` as bool tensors.
+fn pt_file(dir: &Path, file: &str, arrays: &[NamedArray], bools: &[&str]) -> Result<()> {
+    let tensors = arrays
+        .iter()
+        .map(|a| {
+            let t = a.to_tensor()?;
+            Ok(if bools.contains(&a.name.as_str()) {
+                t.f_ne(0)?
+            } else {
+                t
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let named: Vec<(&str, &tch::Tensor)> = arrays
+        .iter()
+        .zip(&tensors)
+        .map(|(a, t)| (a.name.as_str(), t))
+        .collect();
+    Ok(ono_io::torch_save::write_dict(
+        &dir.join(file),
+        &named,
+        ono_io::torch_save::StorageOrder::ColumnMajor,
+    )?)
+}
+
 /// Writes the miniature files of `benchmark` into `dir` (created if needed).
 pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
@@ -149,6 +175,43 @@ pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
             })?;
             npy_file(dir, "Random_UnitCell_mask_10_interp.npy", &mask)?;
             npy_file(dir, "Random_UnitCell_sigma_10_interp.npy", &sigma)?;
+            Ok(m(10, 6, 3))
+        }
+        Benchmark::NeuralopDarcy => {
+            // 8² "16" files and a 16² "32" file: the test problems at twice the resolution, of
+            // which the "16" test file holds every other point, as in the wheel. Test samples
+            // are offset by 100; `x` is bool.
+            let coeff = |s: usize, i: usize, j: usize| ((s + i / 4 + j / 6) % 2) as f64;
+            let sol = |s: usize, i: usize, j: usize| code(&[s, i, j]) + 1.0;
+            let file = |name: &str, n: usize, step: usize, offset: usize| -> Result<()> {
+                let at = |i: &[usize]| (i[0] + offset, step * i[1], step * i[2]);
+                let x = coded("x", &[6, n, n], true, |i| {
+                    let (s, a, b) = at(i);
+                    coeff(s, a, b)
+                })?;
+                let y = coded("y", &[6, n, n], true, |i| {
+                    let (s, a, b) = at(i);
+                    sol(s, a, b)
+                })?;
+                pt_file(dir, name, &[x, y], &["x"])
+            };
+            file("darcy_train_16.pt", 8, 2, 0)?;
+            file("darcy_test_16.pt", 8, 2, 100)?;
+            file("darcy_test_32.pt", 16, 1, 100)?;
+            Ok(m(6, 4, 3))
+        }
+        Benchmark::NeuralopBurgers => {
+            // 10 trajectories of 5 frames × 8 points; the first frame is the input.
+            let input = coded("input", &[10, 8], false, |i| code(i) + 1.0)?;
+            let output = coded("output", &[10, 5, 8], false, |i| {
+                if i[1] == 0 {
+                    code(&[i[0], i[2]]) + 1.0
+                } else {
+                    code(i) + 0.5
+                }
+            })?;
+            let visc = coded("visc", &[1, 1], false, |_| 0.01)?;
+            pt_file(dir, "burgers_lowres.pt", &[input, output, visc], &[])?;
             Ok(m(10, 6, 3))
         }
         Benchmark::Plasticity => {

@@ -5,6 +5,10 @@
 //!
 //! The default layout is the ONO scripts' ([`Layout::Ono`]); where the FNO scripts differ, the
 //! difference is a second, named layout ([`Layout::Fno`]). Each benchmark lives in its own file.
+//!
+//! Beside the papers' files, the small sets that the `neuraloperator` 0.3.0 wheel ships
+//! (`neuralop_darcy`, `neuralop_burgers`) are read as neuraloperator's own loaders read them;
+//! `cargo xtask data fetch` downloads them.
 
 mod airfoil;
 mod burgers;
@@ -12,6 +16,8 @@ mod darcy;
 mod darcy_inverse;
 mod elasticity;
 pub mod miniature;
+mod neuralop_burgers;
+mod neuralop_darcy;
 mod ns2d;
 mod pipe;
 mod plasticity;
@@ -35,6 +41,26 @@ pub const FNO_DATA: &str =
 /// Where the Geo-FNO files (Airfoil, Pipe, Elasticity, Plasticity) are published.
 pub const GEOFNO_DATA: &str =
     "the Geo-FNO data release linked from the neuraloperator/Geo-FNO README (Google Drive)";
+/// The wheel that ships the neuraloperator files (`neuralop_darcy`, `neuralop_burgers`).
+pub const NEURALOP_WHEEL: &str = "neuraloperator-0.3.0-py3-none-any.whl";
+/// Its version on PyPI.
+pub const NEURALOP_VERSION: &str = "0.3.0";
+/// Its page on PyPI.
+pub const NEURALOP_URL: &str = "https://pypi.org/project/neuraloperator/0.3.0/";
+/// Where the neuraloperator files are published, and how to get them.
+pub const NEURALOP_DATA: &str = "the neuraloperator 0.3.0 wheel on PyPI \
+     (https://pypi.org/project/neuraloperator/0.3.0/, under neuralop/datasets/data/); \
+     `cargo xtask data fetch` downloads it and prints the folder";
+/// The licence of the neuraloperator files: the wheel's LICENSE.
+pub const NEURALOP_LICENSE: &str = "MIT License, Copyright (c) 2023 NeuralOperator developers";
+
+/// The source and licence of the neuraloperator files in one line, for notes and reports.
+pub fn neuralop_source() -> String {
+    format!(
+        "the neuraloperator {NEURALOP_VERSION} wheel on PyPI ({NEURALOP_WHEEL}, {NEURALOP_URL}), \
+         {NEURALOP_LICENSE}"
+    )
+}
 
 /// A published benchmark.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,11 +85,17 @@ pub enum Benchmark {
     /// The Galerkin Transformer's inverse problem on the Darcy files: the coefficient on a
     /// coarse grid from a noisy solution on a fine one (`ex3_darcy_inv.py`).
     DarcyInverse,
+    /// Darcy flow, two-phase coefficient, from the neuraloperator 0.3.0 wheel: 1000 training
+    /// samples at 16², the same 50 test problems at 16² and 32².
+    NeuralopDarcy,
+    /// Burgers 1-D, ν = 0.01, from the neuraloperator 0.3.0 wheel: the initial condition to the
+    /// 17 × 16 space-time solution, 1200 trajectories.
+    NeuralopBurgers,
 }
 
 impl Benchmark {
     /// Every benchmark.
-    pub const ALL: [Benchmark; 9] = [
+    pub const ALL: [Benchmark; 11] = [
         Benchmark::Darcy,
         Benchmark::Ns2d,
         Benchmark::Burgers,
@@ -73,6 +105,8 @@ impl Benchmark {
         Benchmark::ElasticityGrid,
         Benchmark::Plasticity,
         Benchmark::DarcyInverse,
+        Benchmark::NeuralopDarcy,
+        Benchmark::NeuralopBurgers,
     ];
 
     /// The command-line name.
@@ -87,6 +121,8 @@ impl Benchmark {
             Benchmark::ElasticityGrid => "elasticity_grid",
             Benchmark::Plasticity => "plasticity",
             Benchmark::DarcyInverse => "darcy_inverse",
+            Benchmark::NeuralopDarcy => "neuralop_darcy",
+            Benchmark::NeuralopBurgers => "neuralop_burgers",
         }
     }
 }
@@ -156,6 +192,10 @@ pub struct LoadOptions {
     /// `darcy_inverse`: the standard deviation of the Gaussian noise added to the normalized
     /// input (0.01 by default).
     pub noise: Option<f64>,
+    /// `neuralop_darcy`: the resolution of the test set, 16 (the default, that of the training
+    /// set) or 32 (the same test problems at 32²: a zero-shot test of a model trained at 16²).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_resolution: Option<usize>,
 }
 
 /// A benchmark read from its files.
@@ -183,6 +223,15 @@ pub fn data_dir(dir: Option<&Path>) -> PathBuf {
 
 /// Reads a benchmark from `dir`.
 pub fn load(benchmark: Benchmark, dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
+    if opts.test_resolution.is_some() && benchmark != Benchmark::NeuralopDarcy {
+        return Err(Error::Config {
+            what: "test_resolution".into(),
+            msg: format!(
+                "only neuralop_darcy has test sets at several resolutions; {} takes `r`",
+                benchmark.name()
+            ),
+        });
+    }
     let loaded = match benchmark {
         Benchmark::Darcy => darcy::load(dir, opts)?,
         Benchmark::Ns2d => ns2d::load(dir, opts)?,
@@ -193,6 +242,8 @@ pub fn load(benchmark: Benchmark, dir: &Path, opts: &LoadOptions) -> Result<Load
         Benchmark::ElasticityGrid => elasticity::load_grid(dir, opts)?,
         Benchmark::Plasticity => plasticity::load(dir, opts)?,
         Benchmark::DarcyInverse => darcy_inverse::load(dir, opts)?,
+        Benchmark::NeuralopDarcy => neuralop_darcy::load(dir, opts)?,
+        Benchmark::NeuralopBurgers => neuralop_burgers::load(dir, opts)?,
     };
     loaded.dataset.validate()?;
     Ok(loaded)
@@ -250,6 +301,22 @@ fn take(arrays: &mut Vec<NamedArray>, name: &str, path: &Path) -> Result<NamedAr
 
 /// A float32 tensor of `a`, after checking its rank (and the sizes given as `Some`).
 fn tensor_of(a: &NamedArray, path: &Path, dims: &[Option<usize>]) -> Result<Tensor> {
+    tensor_of_dtype(a, path, dims, &["float64", "float32"])
+}
+
+/// [`tensor_of`] for an array whose dtype is one of `dtypes`.
+fn tensor_of_dtype(
+    a: &NamedArray,
+    path: &Path,
+    dims: &[Option<usize>],
+    dtypes: &[&str],
+) -> Result<Tensor> {
+    check_array(a, path, dims, dtypes)?;
+    a.to_float_tensor(Kind::Float)
+}
+
+/// Checks the rank of `a` (and the sizes given as `Some`) and that its dtype is one of `dtypes`.
+fn check_array(a: &NamedArray, path: &Path, dims: &[Option<usize>], dtypes: &[&str]) -> Result<()> {
     let ok = a.shape.len() == dims.len()
         && a.shape
             .iter()
@@ -271,17 +338,18 @@ fn tensor_of(a: &NamedArray, path: &Path, dims: &[Option<usize>]) -> Result<Tens
             ),
         });
     }
-    if !matches!(a.dtype(), "float64" | "float32") {
+    if !dtypes.contains(&a.dtype()) {
         return Err(Error::Format {
             path: path.to_path_buf(),
             msg: format!(
-                "variable `{}` is {}, expected float64 or float32",
+                "variable `{}` is {}, expected {}",
                 a.name,
-                a.dtype()
+                a.dtype(),
+                dtypes.join(" or ")
             ),
         });
     }
-    a.to_float_tensor(Kind::Float)
+    Ok(())
 }
 
 /// Which samples form a split.
@@ -336,8 +404,12 @@ fn split(fx: Tensor, y: Tensor, pos: Tensor) -> Split {
 }
 
 /// (name, type, shape) of every variable of a benchmark file: MAT files are listed without
-/// inflating their data; other formats are read.
+/// inflating their data; other formats are read (torch.save files with torch's dtypes: `bool`
+/// stays `bool`).
 pub fn list_file(path: &Path) -> Result<Vec<(String, String, Vec<usize>)>> {
+    if crate::readers::any::sniff(path)? == crate::readers::any::Format::TorchPt {
+        return crate::readers::torch_pt::list_pt(path);
+    }
     let is_mat = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("mat"));

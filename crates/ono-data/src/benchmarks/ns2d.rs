@@ -64,6 +64,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(fx_te, y_te, pos),
             grid: Some(vec![hh, ww]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![path],
         notes: vec![

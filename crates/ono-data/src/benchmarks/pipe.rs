@@ -50,6 +50,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(fx_te, y_te, pos),
             grid: Some(vec![h as i64, w as i64]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![px, py, pq],
         notes: vec![

@@ -52,6 +52,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             test: split(fx_te, y_te, pos),
             grid: Some(vec![s1 as i64, s2]),
             query_grid: None,
+            test_grid: None,
         },
         files: vec![path],
         notes: vec![

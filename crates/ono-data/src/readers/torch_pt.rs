@@ -30,6 +30,48 @@ const CONVERT_HINT: &str = "re-save it as a tensor or a plain dict of tensors \
 /// state_dict `OrderedDict`, nested containers, non-tensor values, complex tensors, the legacy
 /// non-zip format) is refused with [`Error::Format`](crate::Error::Format).
 pub fn read_pt(path: &Path) -> Result<Vec<NamedArray>> {
+    read_tensors(path)?
+        .iter()
+        .map(|(name, t)| tensor_to_array(name, t).map_err(|msg| format_error(path, msg)))
+        .collect()
+}
+
+/// (name, dtype, shape) of every tensor of a file [`read_pt`] reads, in torch's dtype names
+/// (`bool` stays `bool`, `float16` `float16`), sorted by name.
+pub fn list_pt(path: &Path) -> Result<Vec<(String, String, Vec<usize>)>> {
+    Ok(read_tensors(path)?
+        .into_iter()
+        .map(|(name, t)| {
+            let kind = t
+                .f_kind()
+                .map_or_else(|e| e.to_string(), |k| dtype_name(k).to_string());
+            let shape = t.size().iter().map(|&d| d.max(0) as usize).collect();
+            (name, kind, shape)
+        })
+        .collect())
+}
+
+/// torch's name of a dtype.
+fn dtype_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Bool => "bool",
+        Kind::Uint8 => "uint8",
+        Kind::Int8 => "int8",
+        Kind::Int16 => "int16",
+        Kind::Int => "int32",
+        Kind::Int64 => "int64",
+        Kind::Half => "float16",
+        Kind::BFloat16 => "bfloat16",
+        Kind::Float => "float32",
+        Kind::Double => "float64",
+        Kind::ComplexFloat => "complex64",
+        Kind::ComplexDouble => "complex128",
+        _ => "other",
+    }
+}
+
+/// The tensors of a file [`read_pt`] reads, by name (sorted), as torch stored them.
+fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>> {
     let mut head = Vec::with_capacity(LEGACY_TORCH_MAGIC.len());
     File::open(path)
         .and_then(|f| {
@@ -61,9 +103,7 @@ pub fn read_pt(path: &Path) -> Result<Vec<NamedArray>> {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            Ok(vec![
-                tensor_to_array(&name, &t).map_err(|msg| format_error(path, msg))?
-            ])
+            Ok(vec![(name, t.shallow_clone())])
         }
         Value::Dict(d) if d.ordered => Err(refuse(
             "a collections.OrderedDict (a module's state_dict? read it with \
@@ -83,9 +123,9 @@ pub fn read_pt(path: &Path) -> Result<Vec<NamedArray>> {
                         describe(v)
                     )));
                 };
-                out.push(tensor_to_array(name, t).map_err(|msg| format_error(path, msg))?);
+                out.push((name.clone(), t.shallow_clone()));
             }
-            out.sort_by(|a, b| a.name.cmp(&b.name));
+            out.sort_by(|a, b| a.0.cmp(&b.0));
             Ok(out)
         }
         other => Err(refuse(describe(&other).into())),

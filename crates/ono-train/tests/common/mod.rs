@@ -158,6 +158,7 @@ pub fn write_splits(path: &Path, train: Split, test: Split) {
         test,
         grid: None,
         query_grid: None,
+        test_grid: None,
     }
     .write(path)
     .unwrap();
