@@ -81,8 +81,10 @@ enum Cmd {
     Env,
     /// Reproduce the ONO paper's tables: set up, build the release `ono` binary and run
     /// `ono reproduce` with these arguments: `[--profile quick|paper] [--only TABLES]
-    /// [--models M,…] [--device D] [--data-dir DIR] [--out DIR] [--threads N] [--plan-only]`
-    /// (`ono reproduce --help`). Finished experiments are skipped and interrupted ones resume,
+    /// [--models M,…] [--device D] [--data-dir DIR] [--neuralop-dir DIR] [--out DIR] [--threads N]
+    /// [--plan-only]` (`ono reproduce --help`); the neuraloperator 0.3.0 files (the reduced
+    /// profiles' Darcy) are fetched first unless a folder is named. Finished experiments are
+    /// skipped and interrupted ones resume,
     /// so the same command continues a run.
     Reproduce {
         /// Arguments of `ono reproduce`.
@@ -241,7 +243,16 @@ fn main() -> Result<()> {
             if let Some(commit) = git_commit() {
                 cmd.env("ONO_COMMIT", commit);
             }
-            cmd.arg("reproduce").args(args);
+            cmd.arg("reproduce").args(&args);
+            // The reduced profiles' Darcy is the neuraloperator wheel's set: fetched once (or
+            // reused from the cache), unless the call names its own folder.
+            let named = args.iter().any(|a| {
+                a.to_str()
+                    .is_some_and(|a| a == "--neuralop-dir" || a.starts_with("--neuralop-dir="))
+            }) || std::env::var_os("ONO_NEURALOP_DIR").is_some();
+            if !named {
+                cmd.arg("--neuralop-dir").arg(neuralop::ensure_data()?);
+            }
             run(cmd)
         }
         Cmd::Data {

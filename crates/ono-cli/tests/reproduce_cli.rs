@@ -1,5 +1,7 @@
 //! `ono reproduce` end to end on the smoke profile (tiny generated data, one epoch, tiny models):
-//! Table 3 for FNO and ONO, two trained experiments evaluated at five resolutions. The report,
+//! Table 3 for FNO and ONO, two trained experiments evaluated at five resolutions and two
+//! Table 1 Darcy runs on a miniature of the neuraloperator set, tested zero-shot at twice their
+//! resolution. The report,
 //! summary and plot are written; a second call skips everything; a run killed mid-way and called
 //! again ends with the same numbers as an uninterrupted one; bad names are clear errors.
 
@@ -13,12 +15,27 @@ use std::time::{Duration, Instant};
 use common::{ok, ono, temp_dir};
 use serde::Deserialize;
 
-fn reproduce(out: &Path) -> std::process::Command {
+/// The smoke profile's Table 3 for FNO and ONO into `out`, reading the neuraloperator files
+/// from `neuralop`.
+fn reproduce(out: &Path, neuralop: &Path) -> std::process::Command {
     let mut c = ono();
     c.args(["reproduce", "--profile", "smoke", "--only", "table3"])
-        .args(["--models", "fno,ono", "--out"])
+        .args(["--models", "fno,ono", "--neuralop-dir"])
+        .arg(neuralop)
+        .arg("--out")
         .arg(out);
     c
+}
+
+/// A miniature of the neuraloperator Darcy files (`ono data miniature`) in `dir`.
+fn neuralop_miniature(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("neuralop");
+    ok(&ono()
+        .args(["data", "miniature", "neuralop_darcy", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap());
+    out
 }
 
 /// What the tests read of `summary.json`.
@@ -57,6 +74,7 @@ struct Number {
 struct CellOut {
     table: usize,
     ours: Shown,
+    experiment: Option<String>,
 }
 
 #[derive(Debug, PartialEq, Deserialize)]
@@ -75,6 +93,8 @@ struct Outcome {
     mean_field: Option<f64>,
     at_stride: BTreeMap<String, f64>,
     grid_at_stride: BTreeMap<String, i64>,
+    #[serde(default)]
+    at_resolution: BTreeMap<String, f64>,
 }
 
 fn summary(out: &Path) -> Summary {
@@ -83,8 +103,14 @@ fn summary(out: &Path) -> Summary {
 
 /// The cells' values, in order.
 fn values(s: &Summary) -> Vec<f64> {
+    values_of(s, |_| true)
+}
+
+/// The values of the cells whose experiment passes `keep`, in order.
+fn values_of(s: &Summary, keep: impl Fn(&str) -> bool) -> Vec<f64> {
     s.cells
         .iter()
+        .filter(|c| keep(c.experiment.as_deref().unwrap_or_default()))
         .map(|c| match c.ours {
             Shown::Value(v) => v,
             ref other => panic!("{other:?}"),
@@ -114,11 +140,13 @@ fn smoke_table3_runs_skips_and_resumes() {
         );
     }
 
+    let neuralop = neuralop_miniature(&dir);
     let a = dir.join("a");
-    ok(&reproduce(&a).output().unwrap());
+    ok(&reproduce(&a, &neuralop).output().unwrap());
     let s = summary(&a);
-    // 2 models × (the training resolution + 5 test resolutions), nothing else.
-    assert_eq!(s.cells.len(), 12, "{s:?}");
+    // 2 models × (the training resolution + 5 test resolutions, and the neuraloperator set's
+    // training resolution + its zero-shot one), nothing else.
+    assert_eq!(s.cells.len(), 16, "{s:?}");
     assert!(s.cells.iter().all(|c| c.table == 3));
     let v = values(&s);
     assert!(v.iter().all(|x| x.is_finite() && *x > 0.0), "{v:?}");
@@ -144,6 +172,17 @@ fn smoke_table3_runs_skips_and_resumes() {
             .output()
             .unwrap());
     }
+    // Table 1's Darcy runs on the neuraloperator miniature, tested on its 2× test file.
+    for id in ["darcy/fno", "darcy/ono"] {
+        let e = s.experiments.iter().find(|e| e.id == id).unwrap();
+        assert_eq!(e.status, "done", "{id}");
+        let zero_shot = e.at_resolution["32"];
+        assert!(
+            zero_shot.is_finite() && zero_shot > 0.0,
+            "{id}: {zero_shot}"
+        );
+        assert_ne!(Some(zero_shot), e.test_rel_l2, "{id}");
+    }
     let report = std::fs::read_to_string(a.join("report.md")).unwrap();
     assert!(
         report.contains("Table 3") && report.contains("0.1164"),
@@ -163,11 +202,17 @@ fn smoke_table3_runs_skips_and_resumes() {
         report.contains("runs every cell of the paper profile"),
         "{report}"
     );
-    // Table 3 and the mean field are judged, from the numbers of the two runs.
+    // Table 3 (once per data set: the generated 421² one and the neuraloperator one) and the
+    // mean field are judged, from the numbers of the runs.
     let kinds: Vec<&str> = s.findings.iter().map(|f| f.claim.kind.as_str()).collect();
     assert_eq!(
         kinds,
-        ["mean_field_bar", "beats_mean_field", "super_resolution"],
+        [
+            "mean_field_bar",
+            "beats_mean_field",
+            "super_resolution",
+            "super_resolution"
+        ],
         "{s:?}"
     );
     for f in &s.findings {
@@ -195,18 +240,24 @@ fn smoke_table3_runs_skips_and_resumes() {
     let holds =
         number("ONO finest") - number("ONO trained") < number("FNO finest") - number("FNO trained");
     assert_eq!(superres.verdict.verdict == "holds", holds, "{superres:?}");
+    // The neuraloperator pair: trained at its resolution, finest its 2× test file.
+    let zero_shot = &s.findings[3];
+    let fno = s.experiments.iter().find(|e| e.id == "darcy/fno").unwrap();
+    let first = |label: &str| zero_shot.numbers.iter().find(|n| n.label == label).unwrap();
+    assert_eq!(first("FNO trained").value, fno.test_rel_l2.unwrap());
+    assert_eq!(first("FNO finest").value, fno.at_resolution["32"]);
     assert!(a.join("table3.png").is_file());
 
     // Everything is done: the second call only rewrites the report, with the same numbers.
     let t = Instant::now();
-    let err = ok(&reproduce(&a).output().unwrap());
-    assert_eq!(err.matches("done before").count(), 2, "{err}");
+    let err = ok(&reproduce(&a, &neuralop).output().unwrap());
+    assert_eq!(err.matches("done before").count(), 4, "{err}");
     assert!(t.elapsed() < Duration::from_secs(60));
     assert_eq!(values(&summary(&a)), v);
 
     // Killed while training, then called again: the same numbers.
     let b = dir.join("b");
-    let mut child = reproduce(&b)
+    let mut child = reproduce(&b, &neuralop)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -222,7 +273,7 @@ fn smoke_table3_runs_skips_and_resumes() {
         !b.join("summary.json").exists(),
         "the run was not interrupted"
     );
-    let err = ok(&reproduce(&b).output().unwrap());
+    let err = ok(&reproduce(&b, &neuralop).output().unwrap());
     assert!(!err.contains("changed since its last run"), "{err}");
     assert_eq!(values(&summary(&b)), v);
     let _ = std::fs::remove_dir_all(&dir);
@@ -283,26 +334,32 @@ fn run_folders_of_the_string_built_planner_are_skipped_or_resumed() {
     let expected: Vec<f64> = std::iter::once(old.test_rel_l2.unwrap())
         .chain(["7", "5", "3", "2", "1"].iter().map(|r| old.at_stride[*r]))
         .collect();
+    // No neuraloperator files: Table 3's zero-shot pair is reported as missing data, not a
+    // failure, and the old folder's experiment is judged alone.
     let call = |out: &Path| {
         let mut c = ono();
         c.args(["reproduce", "--profile", "smoke", "--only", "table3"])
-            .args(["--models", "fno", "--threads", "1", "--out"])
+            .args(["--models", "fno", "--threads", "1", "--neuralop-dir"])
+            .arg(dir.join("no-neuralop"))
+            .arg("--out")
             .arg(out);
         ok(&c.output().unwrap())
     };
+    let superres = |s: &Summary| values_of(s, |id| id == "superres/fno");
 
     let done = dir.join("done");
     old_run_folder(&done, &[]);
     let err = call(&done);
     assert!(err.contains("superres/fno: done before"), "{err}");
-    assert_eq!(values(&summary(&done)), expected);
+    assert!(err.contains("darcy/fno: no data"), "{err}");
+    assert_eq!(superres(&summary(&done)), expected);
 
     let interrupted = dir.join("interrupted");
     old_run_folder(&interrupted, &["result.json"]);
     let err = call(&interrupted);
     assert!(!err.contains("starting it again"), "{err}");
     assert!(!err.contains("epoch 1/2"), "trained again: {err}");
-    let now = values(&summary(&interrupted));
+    let now = superres(&summary(&interrupted));
     for (a, b) in now.iter().zip(&expected) {
         assert!(
             (a - b).abs() <= 1e-5 * b.abs(),

@@ -20,6 +20,9 @@ use ono_train::{RunSpec, Trainer};
 use super::plan::{DataPaths, Experiment, Measure, Profile, Reduced, Work};
 use super::Context as RunContext;
 
+/// Trajectories the reduced NS2d generator solves together.
+const NS2D_GEN_BATCH: usize = 100;
+
 /// How an experiment ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "status", content = "detail")]
@@ -50,6 +53,9 @@ pub struct Outcome {
     /// Grid side at those strides ("7" → 61).
     #[serde(default)]
     pub grid_at_stride: BTreeMap<String, i64>,
+    /// Test error with the test set at other resolutions ("32" → error).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub at_resolution: BTreeMap<String, f64>,
     /// Median seconds per training step (Table 2).
     pub step_s: Option<f64>,
     pub params: Option<i64>,
@@ -76,6 +82,7 @@ impl Outcome {
             per_step: Vec::new(),
             at_stride: BTreeMap::new(),
             grid_at_stride: BTreeMap::new(),
+            at_resolution: BTreeMap::new(),
             step_s: None,
             params: None,
             peak_mb: None,
@@ -97,6 +104,8 @@ pub enum Recorded {
     Train {
         train: RecordedConfig,
         strides: Vec<usize>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        test_resolutions: Vec<usize>,
     },
     Measure {
         measure: Measure,
@@ -132,9 +141,14 @@ impl Recorded {
     /// How `e` is recorded.
     pub fn of(e: &Experiment) -> Self {
         match &e.work {
-            Work::Train { config, strides } => Recorded::Train {
+            Work::Train {
+                config,
+                strides,
+                test_resolutions,
+            } => Recorded::Train {
                 train: RecordedConfig::Typed(config.clone()),
                 strides: strides.clone(),
+                test_resolutions: test_resolutions.clone(),
             },
             Work::Measure(m) => Recorded::Measure { measure: m.clone() },
         }
@@ -145,8 +159,21 @@ impl Recorded {
     /// spelled the same models with other overrides, still count).
     pub fn is(&self, e: &Experiment) -> bool {
         match (self, &e.work) {
-            (Recorded::Train { train, strides }, Work::Train { config, strides: s }) => {
-                strides == s && train.config().is_some_and(|r| r.same_experiment(config))
+            (
+                Recorded::Train {
+                    train,
+                    strides,
+                    test_resolutions,
+                },
+                Work::Train {
+                    config,
+                    strides: s,
+                    test_resolutions: t,
+                },
+            ) => {
+                strides == s
+                    && test_resolutions == t
+                    && train.config().is_some_and(|r| r.same_experiment(config))
             }
             (Recorded::Measure { measure }, Work::Measure(m)) => {
                 let model = |m: &Measure| m.model.config().ok();
@@ -193,7 +220,7 @@ pub fn prepare_data(
         .with_context(|| format!("creating {}", data.generated.display()))?;
     let mut jobs: Vec<(PathBuf, Vec<String>)> = Vec::new();
     if reads("darcy") {
-        let (ntrain, ntest) = (r.darcy.0, r.darcy.1.max(r.superres_test));
+        let (ntrain, ntest) = (r.superres.ntrain, r.superres.ntest);
         for (file, n, seed) in [
             ("piececonst_r421_N1024_smooth1.mat", ntrain, 1),
             ("piececonst_r421_N1024_smooth2.mat", ntest, 2),
@@ -218,7 +245,7 @@ pub fn prepare_data(
         }
     }
     if reads("ns2d") {
-        let (ntrain, ntest, _) = r.ns2d;
+        let n = r.ns2d.ntrain + r.ns2d.ntest;
         let out = data.generated.join("NavierStokes_V1e-5_N1200_T20.mat");
         jobs.push((
             out.clone(),
@@ -229,9 +256,11 @@ pub fn prepare_data(
                 "--profile".into(),
                 "reduced".into(),
                 "--n".into(),
-                (ntrain + ntest).to_string(),
+                n.to_string(),
+                // The trajectories depend on the batch (round-off, through the flow's
+                // instability): a fixed batch keeps them the same whatever `n`.
                 "--batch".into(),
-                (ntrain + ntest).to_string(),
+                NS2D_GEN_BATCH.to_string(),
                 "--seed".into(),
                 "0".into(),
                 "--out".into(),
@@ -240,7 +269,7 @@ pub fn prepare_data(
         ));
     }
     if reads("cloud") {
-        let (ntrain, ntest, _) = r.cloud;
+        let (ntrain, ntest) = (r.cloud.ntrain, r.cloud.ntest);
         let out = data.cloud();
         jobs.push((
             out.clone(),
@@ -248,7 +277,9 @@ pub fn prepare_data(
                 "data".into(),
                 "darcy".into(),
                 "--res".into(),
-                "85".into(),
+                r.cloud_res.to_string(),
+                "--stride".into(),
+                r.cloud_stride.to_string(),
                 "--points".into(),
                 r.cloud_points.to_string(),
                 "--n-train".into(),
@@ -292,7 +323,11 @@ pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
         eprintln!("creating {}: {err}", dir.display());
     }
     let result = match &e.work {
-        Work::Train { config, strides } => train(config, strides, dir, ctx),
+        Work::Train {
+            config,
+            strides,
+            test_resolutions,
+        } => train(config, strides, test_resolutions, dir, ctx),
         Work::Measure(m) => measure(m, ctx),
     };
     let mut o = Outcome::new(e, ctx);
@@ -379,7 +414,13 @@ pub fn write_experiment(dir: &Path, cfg: &TrainConfig) -> Result<PathBuf> {
 
 /// Writes the experiment file into `dir`, trains (resuming if a checkpoint is there), and
 /// evaluates the result: test error, mean field, the other strides.
-fn train(config: &TrainConfig, strides: &[usize], dir: &Path, ctx: &RunContext) -> Result<Fill> {
+fn train(
+    config: &TrainConfig,
+    strides: &[usize],
+    test_resolutions: &[usize],
+    dir: &Path,
+    ctx: &RunContext,
+) -> Result<Fill> {
     let file = write_experiment(dir, &as_run(config, ctx))?;
     let cfg = TrainConfig::from_file(&file)?;
     // A run of another version of this experiment (the plan changed) cannot be resumed: it
@@ -443,7 +484,21 @@ fn train(config: &TrainConfig, strides: &[usize], dir: &Path, ctx: &RunContext) 
             grids.insert(r.to_string(), side);
         }
     }
+    let mut at_resolution = BTreeMap::new();
+    for &s in test_resolutions {
+        let v = evaluate_checkpoint(
+            &summary.result_checkpoint,
+            &EvalData::Own {
+                r: None,
+                test_resolution: Some(s),
+            },
+            cfg.device()?,
+            ctx.eval_batch,
+        )?;
+        at_resolution.insert(s.to_string(), v.test_rel_l2);
+    }
     Ok(Box::new(move |o: &mut Outcome| {
+        o.at_resolution = at_resolution;
         o.test_rel_l2 = Some(test);
         o.mean_field = Some(mean_field);
         o.per_step = per_step;

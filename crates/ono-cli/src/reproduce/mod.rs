@@ -36,6 +36,10 @@ pub struct Options {
     /// The published files (default: $ONO_DATA_DIR, else ./data).
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// The neuraloperator 0.3.0 wheel's files, the reduced profiles' Darcy (default:
+    /// $ONO_NEURALOP_DIR, else the data folder; `cargo xtask reproduce` fetches them and sets it).
+    #[arg(long)]
+    pub neuralop_dir: Option<PathBuf>,
     /// Where results go (default: results/<profile>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -71,14 +75,17 @@ pub fn run(o: Options) -> Result<bool> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let out = out.canonicalize()?;
     // Absolute: the experiment files live in the run folders.
-    let published = ono_data::benchmarks::data_dir(o.data_dir.as_deref());
-    let published = match published.canonicalize() {
-        Ok(p) => p,
-        Err(_) if published.is_relative() => std::env::current_dir()?.join(published),
-        Err(_) => published,
+    let published = absolute(ono_data::benchmarks::data_dir(o.data_dir.as_deref()))?;
+    let neuralop = match o
+        .neuralop_dir
+        .or_else(|| std::env::var_os(NEURALOP_DIR_ENV).map(PathBuf::from))
+    {
+        Some(dir) => absolute(dir)?,
+        None => published.clone(),
     };
     let data = DataPaths {
         published,
+        neuralop,
         generated: out.join("data"),
     };
     let tables = plan::list(o.only.as_deref());
@@ -174,6 +181,19 @@ pub fn run(o: Options) -> Result<bool> {
     Ok(!outcomes
         .iter()
         .any(|o| matches!(o.status, execute::Status::Failed(_))))
+}
+
+/// The environment variable naming the neuraloperator files' folder.
+pub const NEURALOP_DIR_ENV: &str = "ONO_NEURALOP_DIR";
+
+/// The folder as an absolute path (the experiment files live in the run folders), canonical
+/// when it exists.
+fn absolute(dir: PathBuf) -> Result<PathBuf> {
+    Ok(match dir.canonicalize() {
+        Ok(p) => p,
+        Err(_) if dir.is_relative() => std::env::current_dir()?.join(dir),
+        Err(_) => dir,
+    })
 }
 
 /// `1h02m03s`, `4m05s`, `12s`.

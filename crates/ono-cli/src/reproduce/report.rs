@@ -340,7 +340,11 @@ fn plot(out: &Path, table: usize, cells: &[&Cell], readings: &Readings) -> Resul
             x.extend(paper::TABLE3.iter().map(|(s, _, _)| *s as f64));
             let mut series = Vec::new();
             for r in &rows {
-                let row: Vec<&&Cell> = cells.iter().filter(|c| c.row == *r).collect();
+                // The 43 → 421 curve; the neuraloperator pair (`neuralop s=…`) is a table row.
+                let row: Vec<&&Cell> = cells
+                    .iter()
+                    .filter(|c| c.row == *r && c.column.starts_with("s="))
+                    .collect();
                 series.push(ChartSeries {
                     name: r.to_string(),
                     values: row.iter().map(|c| ours(c)).collect(),

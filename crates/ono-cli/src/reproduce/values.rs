@@ -222,6 +222,7 @@ pub fn of_outcome(source: &Source, o: &Outcome) -> Option<f64> {
         Source::Unsupported => None,
         Source::TestError(_) => o.test_rel_l2,
         Source::AtStride(_, r) => o.at_stride.get(&r.to_string()).copied(),
+        Source::AtResolution(_, s) => o.at_resolution.get(&s.to_string()).copied(),
         Source::Seen(_) => mean(&o.per_step[..seen.min(o.per_step.len())]),
         Source::Unseen(_) => o.per_step.get(seen..).and_then(mean),
         Source::StepTime(_) => o.step_s,

@@ -20,6 +20,7 @@ fn experiment(id: &str) -> Experiment {
         work: Work::Train {
             config: Box::new(config),
             strides: Vec::new(),
+            test_resolutions: Vec::new(),
         },
         data_note: String::new(),
         replicate_of: None,

@@ -19,7 +19,7 @@ use ono_train::config::{ModelSection, TrainConfig};
 use serde::{Deserialize, Serialize};
 
 pub use bases::base;
-pub use reduced::Reduced;
+pub use reduced::{Reduced, NEURALOP_DARCY_ZERO_SHOT};
 pub use tables::{plan, SEEN_STEPS};
 
 /// How big and on which data.
@@ -143,6 +143,8 @@ pub enum Work {
         config: Box<TrainConfig>,
         /// Also evaluate the result at these strides of the run's own benchmark.
         strides: Vec<usize>,
+        /// And with its test set at these resolutions (`neuralop_darcy`: 32, zero-shot).
+        test_resolutions: Vec<usize>,
     },
     /// `ono bench-step` in a process of its own (its peak memory is the process's).
     Measure(Measure),
@@ -182,6 +184,8 @@ pub enum Source {
     TestError(String),
     /// Its test error at another subsampling stride.
     AtStride(String, usize),
+    /// Its test error on the test set at another resolution.
+    AtResolution(String, usize),
     /// The mean per-step error over the trained time steps (seen) or the later ones (unseen).
     Seen(String),
     Unseen(String),
@@ -200,6 +204,7 @@ impl Source {
             Source::Unsupported => None,
             Source::TestError(e)
             | Source::AtStride(e, _)
+            | Source::AtResolution(e, _)
             | Source::Seen(e)
             | Source::Unseen(e)
             | Source::StepTime(e)
@@ -255,7 +260,12 @@ impl Plan {
         let Some(e) = self.experiments.iter().find(|e| e.id == id).cloned() else {
             return;
         };
-        let Work::Train { config, strides } = e.work else {
+        let Work::Train {
+            config,
+            strides,
+            test_resolutions,
+        } = e.work
+        else {
             return;
         };
         for k in 1..seeds {
@@ -271,6 +281,7 @@ impl Plan {
                 work: Work::Train {
                     config,
                     strides: strides.clone(),
+                    test_resolutions: test_resolutions.clone(),
                 },
                 data_note: e.data_note.clone(),
                 replicate_of: Some(id.to_string()),
@@ -310,6 +321,8 @@ impl Plan {
 pub struct DataPaths {
     /// The published files (`--data-dir`).
     pub published: PathBuf,
+    /// The neuraloperator 0.3.0 wheel's files (`--neuralop-dir`; `cargo xtask data fetch`).
+    pub neuralop: PathBuf,
     /// The quick and smoke profiles' generated files.
     pub generated: PathBuf,
 }

@@ -10,25 +10,46 @@ use ono_train::config::TrainConfig;
 
 use super::{DataPaths, Profile, Task};
 
+/// How much one reduced task trains on.
+#[derive(Debug, Clone, Copy)]
+pub struct Sizes {
+    pub ntrain: i64,
+    pub ntest: i64,
+    pub epochs: u64,
+    pub batch: i64,
+}
+
+impl Sizes {
+    const fn new(ntrain: i64, ntest: i64, epochs: u64, batch: i64) -> Self {
+        Self {
+            ntrain,
+            ntest,
+            epochs,
+            batch,
+        }
+    }
+}
+
 /// Sizes of the reduced profiles.
 #[derive(Debug, Clone, Copy)]
 pub struct Reduced {
-    /// (train, test) samples and epochs of Darcy, and the stride of Table 1's Darcy on the 421
-    /// grid (Table 3 trains at stride 10, 43 × 43, on the same samples).
-    pub darcy: (i64, i64, u64),
-    pub darcy_r: usize,
-    /// Table 3's test samples (the first of Darcy's; its finest grid is 421 × 421).
-    pub superres_test: i64,
-    /// (train, test) samples and epochs of NS2d (10 frames in, 10 out) and its stride on the
-    /// 64 × 64 grid.
-    pub ns2d: (i64, i64, u64),
+    /// Table 1's Darcy: the neuraloperator 0.3.0 wheel's published set (16², tested also at
+    /// 32²).
+    pub darcy: Sizes,
+    /// Table 3's Darcy: FNO's process generated at 421², trained at r = 10 (43²) and tested on
+    /// the first `ntest` test samples up to 421².
+    pub superres: Sizes,
+    /// NS2d (10 frames in, 10 out) from the reduced 64² generator, at stride `ns2d_r`.
+    pub ns2d: Sizes,
     pub ns2d_r: usize,
-    /// The same for the point-cloud stand-in of Elasticity.
-    pub cloud: (i64, i64, u64),
-    /// The same for a published benchmark found in the data folder.
-    pub published: (i64, i64, u64),
-    /// Points of each point-cloud sample.
+    /// The point-cloud stand-in of Elasticity: generated Darcy solved at `cloud_res`², strided
+    /// by `cloud_stride`, on `cloud_points` random cells per sample.
+    pub cloud: Sizes,
+    pub cloud_res: usize,
+    pub cloud_stride: usize,
     pub cloud_points: i64,
+    /// A published benchmark found in the data folder.
+    pub published: Sizes,
     /// Timed steps of Table 2.
     pub timed_steps: usize,
     /// Model widths: the smoke profile's are tiny.
@@ -43,27 +64,29 @@ impl Reduced {
         match profile {
             Profile::Paper => None,
             Profile::Quick => Some(Self {
-                darcy: (64, 32, 32),
-                darcy_r: 14,
-                superres_test: 16,
-                ns2d: (48, 8, 8),
+                darcy: Sizes::new(1000, 50, 10, 16),
+                superres: Sizes::new(64, 16, 32, 8),
+                ns2d: Sizes::new(400, 100, 10, 4),
                 ns2d_r: 2,
-                cloud: (64, 32, 24),
-                published: (64, 16, 4),
+                cloud: Sizes::new(64, 32, 24, 8),
+                cloud_res: 85,
+                cloud_stride: 1,
                 cloud_points: 600,
+                published: Sizes::new(64, 16, 4, 4),
                 timed_steps: 2,
                 tiny: false,
                 seeds: &[(Task::Darcy, 2)],
             }),
             Profile::Smoke => Some(Self {
-                darcy: (4, 2, 2),
-                darcy_r: 14,
-                superres_test: 2,
-                ns2d: (2, 1, 1),
+                darcy: Sizes::new(4, 2, 2, 8),
+                superres: Sizes::new(4, 2, 2, 8),
+                ns2d: Sizes::new(2, 1, 1, 2),
                 ns2d_r: 2,
-                cloud: (4, 2, 1),
-                published: (2, 1, 1),
+                cloud: Sizes::new(4, 2, 1, 8),
+                cloud_res: 85,
+                cloud_stride: 1,
                 cloud_points: 64,
+                published: Sizes::new(2, 1, 1, 4),
                 timed_steps: 1,
                 tiny: true,
                 seeds: &[],
@@ -79,28 +102,34 @@ impl Reduced {
             .map_or(1, |(_, n)| *n)
     }
 
-    /// The side of Table 1's reduced Darcy grid.
+    /// The side of Table 1's Darcy grid (the neuraloperator set's training resolution).
     pub fn darcy_side(&self) -> i64 {
-        420 / self.darcy_r as i64 + 1
+        NEURALOP_DARCY_SIDE
     }
 
-    /// The reduced version of a paper experiment: its data replaced by the generated set (or
-    /// the published benchmark at fewer samples), fewer epochs, a smaller model, one batch size
-    /// per benchmark (so that the models see the same number of steps).
+    /// The sizes of a task.
+    pub fn sizes(&self, task: Task) -> Sizes {
+        match task {
+            Task::Darcy => self.darcy,
+            Task::Ns2d => self.ns2d,
+            Task::Elasticity => self.cloud,
+            _ => self.published,
+        }
+    }
+
+    /// The reduced version of a paper experiment: its data replaced by the reduced data set
+    /// (the neuraloperator Darcy set, a generated set, or the published benchmark at fewer
+    /// samples), fewer epochs, a smaller model, one batch size per benchmark (so that the models
+    /// see the same number of steps).
     pub fn reduce(
         &self,
         mut cfg: TrainConfig,
         task: Task,
         data: &DataPaths,
     ) -> Result<TrainConfig> {
-        let (ntrain, ntest, epochs, batch) = match task {
-            Task::Darcy => (self.darcy.0, self.darcy.1, self.darcy.2, 8),
-            Task::Ns2d => (self.ns2d.0, self.ns2d.1, self.ns2d.2, 2),
-            Task::Elasticity => (self.cloud.0, self.cloud.1, self.cloud.2, 8),
-            _ => (self.published.0, self.published.1, self.published.2, 4),
-        };
-        cfg.epochs = epochs;
-        cfg.batch_size = batch.min(ntrain);
+        let z = self.sizes(task);
+        cfg.epochs = z.epochs;
+        cfg.batch_size = z.batch.min(z.ntrain);
         let d = &mut cfg.data;
         d.benchmark = None;
         d.data_dir = None;
@@ -121,6 +150,12 @@ impl Reduced {
                 d.normalize_x.get_or_insert(NormalizerKind::Unit);
                 d.normalize_y.get_or_insert(NormalizerKind::Unit);
             }
+            Task::Darcy => {
+                d.benchmark = Some(NEURALOP_DARCY.to_string());
+                d.data_dir = Some(data.neuralop.clone());
+                d.ntrain = Some(z.ntrain);
+                d.ntest = Some(z.ntest);
+            }
             _ => {
                 let dir = if task.generated() {
                     &data.generated
@@ -129,52 +164,99 @@ impl Reduced {
                 };
                 d.benchmark = Some(task.key().to_string());
                 d.data_dir = Some(dir.clone());
-                d.ntrain = Some(ntrain);
-                d.ntest = Some(ntest);
-                d.r = match task {
-                    Task::Darcy => Some(self.darcy_r),
-                    Task::Ns2d => Some(self.ns2d_r),
-                    _ => None,
-                };
+                d.ntrain = Some(z.ntrain);
+                d.ntest = Some(z.ntest);
+                d.r = (task == Task::Ns2d).then_some(self.ns2d_r);
             }
         }
-        let tiny = self.tiny;
         let galerkin_side = (task == Task::Darcy).then(|| self.darcy_side());
+        self.shrink(&mut cfg, galerkin_side)?;
+        Ok(cfg)
+    }
+
+    /// Table 3's reduced experiment: the generated 421² Darcy set trained at r = `stride`.
+    pub fn reduce_superres(
+        &self,
+        mut cfg: TrainConfig,
+        stride: usize,
+        data: &DataPaths,
+    ) -> Result<TrainConfig> {
+        let z = self.superres;
+        cfg.epochs = z.epochs;
+        cfg.batch_size = z.batch.min(z.ntrain);
+        let d = &mut cfg.data;
+        d.path = None;
+        d.benchmark = Some(Task::Darcy.key().to_string());
+        d.data_dir = Some(data.generated.clone());
+        d.r = Some(stride);
+        d.ntrain = Some(z.ntrain);
+        d.ntest = Some(z.ntest);
+        self.shrink(&mut cfg, Some(420 / stride as i64 + 1))?;
+        Ok(cfg)
+    }
+
+    /// The smaller model of the same architecture; the Galerkin Transformer's scaler grids
+    /// follow a Darcy grid of side `galerkin_side`.
+    fn shrink(&self, cfg: &mut TrainConfig, galerkin_side: Option<i64>) -> Result<()> {
+        let tiny = self.tiny;
         cfg.model.edit(|m| {
             smaller_model(m, tiny);
             if let (ModelConfig::Galerkin(c), Some(side)) = (m, galerkin_side) {
-                // The preset's 141 → 43 scaler grids, at the reduced training grid.
+                // The preset's 141 → 43 scaler grids, at the reduced training grid; its spectral
+                // decoder keeps the modes that grid has (12 of 43, at most 8 of 16).
                 c.scaler_grids = Some(galerkin_grids(side));
+                c.fourier_modes = c.fourier_modes.min(side / 2);
             }
         })?;
-        Ok(cfg)
+        Ok(())
     }
 
     /// The data a task's experiments read, in words.
     pub fn data_note(&self, task: Task) -> String {
+        let z = self.sizes(task);
+        let split = format!(
+            "{} train / {} test, {} epochs, batch {}",
+            z.ntrain, z.ntest, z.epochs, z.batch
+        );
         match task {
             Task::Darcy => format!(
-                "generated Darcy (`ono data gen darcy`, 421², r = {} → {s}²), {} train / {} test, {} epochs",
-                self.darcy_r, self.darcy.0, self.darcy.1, self.darcy.2, s = self.darcy_side()
+                "published Darcy of the neuraloperator 0.3.0 wheel (16², tested also at 32²), {split}"
             ),
             Task::Ns2d => format!(
-                "generated NS2d (`ono data gen ns2d --profile reduced`, 64², r = {} → {s}²), {} train / {} test, {} epochs",
-                self.ns2d_r, self.ns2d.0, self.ns2d.1, self.ns2d.2, s = 64 / self.ns2d_r
+                "generated NS2d (`ono data gen ns2d --profile reduced`, 64², r = {} → {s}²), {split}",
+                self.ns2d_r,
+                s = 64 / self.ns2d_r
             ),
             Task::Elasticity => format!(
-                "stand-in: generated Darcy on {} random points per sample (`ono data darcy --points`), {} train / {} test, {} epochs",
-                self.cloud_points, self.cloud.0, self.cloud.1, self.cloud.2
+                "stand-in: generated Darcy ({}², stride {}) on {} random points per sample (`ono data darcy --points`), {split}",
+                self.cloud_res, self.cloud_stride, self.cloud_points
             ),
             _ => format!(
-                "published {} files if in the data folder, {} train / {} test, {} epochs",
-                task.key(),
-                self.published.0,
-                self.published.1,
-                self.published.2
+                "published {} files if in the data folder, {split}",
+                task.key()
             ),
         }
     }
+
+    /// Table 3's data, in words.
+    pub fn superres_note(&self, stride: usize) -> String {
+        let z = self.superres;
+        format!(
+            "generated Darcy (`ono data gen darcy`, 421², r = {stride} → {}²), {} train / {} test, {} epochs, batch {}",
+            420 / stride + 1,
+            z.ntrain,
+            z.ntest,
+            z.epochs,
+            z.batch
+        )
+    }
 }
+
+/// The benchmark of the reduced profiles' Darcy (Table 1) and its training grid's side.
+pub const NEURALOP_DARCY: &str = "neuralop_darcy";
+pub const NEURALOP_DARCY_SIDE: i64 = 16;
+/// The neuraloperator Darcy set's other test resolution (Table 3's zero-shot column).
+pub const NEURALOP_DARCY_ZERO_SHOT: usize = 32;
 
 /// Smaller models for the reduced profiles: the same architecture and block types, fewer and
 /// narrower layers (the quick width, or the smoke profile's tiny one).

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::reduced::galerkin_grids;
 use super::{
     base, model_label, DataPaths, Measure, Plan, Profile, Reduced, Source, Task, Work, MODELS,
+    NEURALOP_DARCY_ZERO_SHOT,
 };
 use crate::reproduce::paper;
 
@@ -68,6 +69,7 @@ fn train(config: TrainConfig) -> Work {
     Work::Train {
         config: Box::new(config),
         strides: Vec::new(),
+        test_resolutions: Vec::new(),
     }
 }
 
@@ -110,7 +112,24 @@ fn table1(ctx: &Ctx, p: &mut Plan) -> Result<()> {
             let source = match ctx.experiment(owner, task)? {
                 Some(cfg) if in_table && !stand_in_only_coordinates => {
                     let id = format!("{}/{owner}", task.key());
-                    p.add(&id, owner, train(cfg), ctx.data_note(task));
+                    let mut work = train(cfg);
+                    // The reduced profiles' Darcy is the neuraloperator set, whose test
+                    // problems are also published at 32²: Table 3's zero-shot pair reads
+                    // FNO's and ONO's.
+                    if let (
+                        Work::Train {
+                            test_resolutions, ..
+                        },
+                        true,
+                        true,
+                    ) = (
+                        &mut work,
+                        ctx.reduced.is_some() && task == Task::Darcy,
+                        matches!(owner, "fno" | "ono"),
+                    ) {
+                        test_resolutions.push(NEURALOP_DARCY_ZERO_SHOT);
+                    }
+                    p.add(&id, owner, work, ctx.data_note(task));
                     p.add_seeds(&id, ctx.reduced.map_or(1, |r| r.seeds(task)));
                     Source::TestError(id)
                 }
@@ -204,7 +223,9 @@ fn table8(ctx: &Ctx, p: &mut Plan) -> Result<()> {
     Ok(())
 }
 
-/// Table 3: trained at 43 × 43, tested at finer grids of the same test samples.
+/// Table 3: trained at 43 × 43, tested at finer grids of the same test samples. The reduced
+/// profiles add a second zero-shot pair of columns from Table 1's Darcy runs on the
+/// neuraloperator set: trained at 16², tested on the same problems at 32².
 fn table3(ctx: &Ctx, p: &mut Plan) -> Result<()> {
     for model in ["fno", "ono"] {
         let mut cfg = required(base(model, Task::Darcy)?, model, Task::Darcy)?;
@@ -217,22 +238,21 @@ fn table3(ctx: &Ctx, p: &mut Plan) -> Result<()> {
             cfg.data.ntest = Some(200);
             cfg.loss.derivative_alpha = Some(0.0);
         }
-        let mut cfg = ctx.profiled(cfg, Task::Darcy)?;
-        let note = match &ctx.reduced {
-            None => "published Darcy files, trained at r = 10 (43²)".to_string(),
-            Some(r) => {
-                cfg.data.r = Some(SUPERRES_TRAIN_STRIDE);
-                cfg.data.ntest = Some(r.superres_test);
-                format!(
-                    "generated Darcy (`ono data gen darcy`, 421², r = 10 → 43²), {} train / {} test, {} epochs",
-                    r.darcy.0, r.superres_test, r.darcy.2
-                )
-            }
+        let (cfg, note) = match &ctx.reduced {
+            None => (
+                ctx.profiled(cfg, Task::Darcy)?,
+                "published Darcy files, trained at r = 10 (43²)".to_string(),
+            ),
+            Some(r) => (
+                r.reduce_superres(cfg, SUPERRES_TRAIN_STRIDE, ctx.data)?,
+                r.superres_note(SUPERRES_TRAIN_STRIDE),
+            ),
         };
         let id = format!("superres/{model}");
         let work = Work::Train {
             config: Box::new(cfg),
             strides: SUPERRES_STRIDES.to_vec(),
+            test_resolutions: Vec::new(),
         };
         p.add(&id, model, work, note);
         let label = model_label(model);
@@ -256,6 +276,25 @@ fn table3(ctx: &Ctx, p: &mut Plan) -> Result<()> {
                 Some(paper),
                 Source::AtStride(id.clone(), *stride),
             );
+        }
+        if ctx.reduced.is_some() {
+            // Table 1's run (added there, with its zero-shot evaluation).
+            let id = format!("{}/{model}", Task::Darcy.key());
+            let trained = format!(
+                "neuralop s={} (trained)",
+                super::reduced::NEURALOP_DARCY_SIDE
+            );
+            p.cell(
+                3,
+                label,
+                &trained,
+                model,
+                None,
+                Source::TestError(id.clone()),
+            );
+            let zero_shot = format!("neuralop s={NEURALOP_DARCY_ZERO_SHOT}");
+            let source = Source::AtResolution(id, NEURALOP_DARCY_ZERO_SHOT);
+            p.cell(3, label, &zero_shot, model, None, source);
         }
     }
     Ok(())
