@@ -20,8 +20,8 @@ use plan::{DataPaths, Profile};
 /// The command's options.
 #[derive(clap::Args)]
 pub struct Options {
-    /// `quick` (reduced sizes on generated data, under an hour on 2 CPU cores), `paper` (the
-    /// paper's settings on the published files) or `smoke` (a few steps, for tests).
+    /// `quick` (reduced sizes for a CPU: the neuraloperator Darcy set and generated data),
+    /// `paper` (the paper's settings on the published files) or `smoke` (a few steps, for tests).
     #[arg(long, default_value = "quick")]
     pub profile: String,
     /// Only these tables (table1,…,table8).

@@ -27,7 +27,8 @@ pub use tables::{plan, SEEN_STEPS};
 pub enum Profile {
     /// The paper's settings on the published files (a GPU job).
     Paper,
-    /// Every table at reduced size on data the project generates; under an hour on 2 CPU cores.
+    /// Every table at reduced size, for a CPU: the neuraloperator Darcy set and data the project
+    /// generates (the sizes: [`Reduced`]).
     Quick,
     /// A few steps per experiment on tiny generated sets: keeps the command working (tests).
     Smoke,
