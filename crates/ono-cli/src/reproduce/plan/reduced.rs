@@ -169,8 +169,8 @@ impl Reduced {
                 d.r = (task == Task::Ns2d).then_some(self.ns2d_r);
             }
         }
-        let galerkin_side = (task == Task::Darcy).then(|| self.darcy_side());
-        self.shrink(&mut cfg, galerkin_side)?;
+        let darcy_side = (task == Task::Darcy).then(|| self.darcy_side());
+        self.shrink(&mut cfg, darcy_side)?;
         Ok(cfg)
     }
 
@@ -195,17 +195,28 @@ impl Reduced {
         Ok(cfg)
     }
 
-    /// The smaller model of the same architecture; the Galerkin Transformer's scaler grids
-    /// follow a Darcy grid of side `galerkin_side`.
-    fn shrink(&self, cfg: &mut TrainConfig, galerkin_side: Option<i64>) -> Result<()> {
+    /// The smaller model of the same architecture, fitted to the side of the Darcy grid it trains
+    /// on (`darcy_side`): the Galerkin Transformer's scaler grids follow it, and no spectral layer
+    /// keeps more Fourier modes than the grid has (at most 8 of 16; 10 and 12 of 43 stay).
+    fn shrink(&self, cfg: &mut TrainConfig, darcy_side: Option<i64>) -> Result<()> {
         let tiny = self.tiny;
         cfg.model.edit(|m| {
             smaller_model(m, tiny);
-            if let (ModelConfig::Galerkin(c), Some(side)) = (m, galerkin_side) {
-                // The preset's 141 → 43 scaler grids, at the reduced training grid; its spectral
-                // decoder keeps the modes that grid has (12 of 43, at most 8 of 16).
-                c.scaler_grids = Some(galerkin_grids(side));
-                c.fourier_modes = c.fourier_modes.min(side / 2);
+            let Some(side) = darcy_side else {
+                return;
+            };
+            let fit = |modes: &mut i64| *modes = (*modes).min(side / 2);
+            match m {
+                ModelConfig::Galerkin(c) => {
+                    // The preset's 141 → 43 scaler grids, at the reduced training grid.
+                    c.scaler_grids = Some(galerkin_grids(side));
+                    fit(&mut c.fourier_modes);
+                }
+                ModelConfig::Fno2d(c) => c.modes.iter_mut().for_each(fit),
+                ModelConfig::GeoFno(c) => c.modes.iter_mut().for_each(fit),
+                ModelConfig::Ufno(c) => fit(&mut c.nsl.modes),
+                ModelConfig::Ffno(c) => fit(&mut c.nsl.modes),
+                _ => {}
             }
         })?;
         Ok(())

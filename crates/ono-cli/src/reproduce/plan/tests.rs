@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use super::bases::BASES;
 use super::*;
+use ono_models::ModelConfig;
 
 fn paths() -> DataPaths {
     DataPaths {
@@ -305,5 +306,31 @@ fn plans_are_those_of_the_previous_planner() {
         cells.sort_by_key(|c| c.table);
         before.cells.sort_by_key(|c| c.table);
         assert_eq!(cells, before.cells, "{name}");
+    }
+}
+
+/// The reduced profiles' Darcy grid is 16²: no spectral layer of a model trained on it keeps
+/// more modes than the grid has (U-FNO and F-FNO at the quick width's 10 modes refused to run).
+#[test]
+fn reduced_darcy_models_fit_the_16_grid() {
+    for profile in [Profile::Quick, Profile::Smoke] {
+        let p = plan(profile, &paths()).unwrap();
+        for e in &p.experiments {
+            let Work::Train { config, .. } = &e.work else {
+                continue;
+            };
+            if config.data.benchmark.as_deref() != Some("neuralop_darcy") {
+                continue;
+            }
+            let modes: Vec<i64> = match config.model.config().unwrap() {
+                ModelConfig::Fno2d(c) => c.modes.clone(),
+                ModelConfig::GeoFno(c) => c.modes.to_vec(),
+                ModelConfig::Ufno(c) => vec![c.nsl.modes],
+                ModelConfig::Ffno(c) => vec![c.nsl.modes],
+                ModelConfig::Galerkin(c) => vec![c.fourier_modes],
+                _ => continue,
+            };
+            assert!(modes.iter().all(|&m| m <= 8), "{}: {modes:?}", e.id);
+        }
     }
 }
