@@ -409,13 +409,12 @@ impl BurgersConfig {
         }
         let sampler = self.grf.sampler(self.resolution)?;
         let solver = self.solver(self.resolution)?;
-        let finished = std::sync::atomic::AtomicUsize::new(0);
-        let samples = crate::parallel::map_indexed(n, threads, |i| {
-            let sample = self.sample_with(&sampler, &solver, seed, i as u64);
-            let done = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            progress(done, n);
-            sample
-        })?;
+        let samples = crate::parallel::map_indexed_with_progress(
+            n,
+            threads,
+            |i| self.sample_with(&sampler, &solver, seed, i as u64),
+            progress,
+        )?;
         for (i, (ai, ui)) in samples.into_iter().enumerate() {
             a.row_mut(i).assign(&ndarray::ArrayView1::from(&ai));
             u.row_mut(i).assign(&ndarray::ArrayView1::from(&ui));

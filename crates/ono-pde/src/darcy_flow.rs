@@ -225,15 +225,12 @@ impl DarcyConfig {
         }
         let sampler = self.grf.sampler(k)?;
         let solver = PreparedSolver::new(k)?;
-        let finished = std::sync::atomic::AtomicUsize::new(0);
-        let samples = crate::parallel::map_indexed(n, 0, |i| {
-            let sample = self.sample_with(&sampler, &solver, seed, (start + i) as u64);
-            progress(
-                finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
-                n,
-            );
-            sample
-        })?;
+        let samples = crate::parallel::map_indexed_with_progress(
+            n,
+            0,
+            |i| self.sample_with(&sampler, &solver, seed, (start + i) as u64),
+            progress,
+        )?;
         for (i, (c, s)) in samples.into_iter().enumerate() {
             coeffs.index_axis_mut(ndarray::Axis(0), i).assign(&c);
             sols.index_axis_mut(ndarray::Axis(0), i).assign(&s);

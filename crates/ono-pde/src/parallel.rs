@@ -4,6 +4,22 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::{Error, Result};
 
+/// [`map_indexed`], calling `progress(finished, n)` from the worker threads as each index
+/// finishes (in any order; `finished` counts them).
+pub fn map_indexed_with_progress<T: Send>(
+    n: usize,
+    workers: usize,
+    f: impl Fn(usize) -> Result<T> + Sync,
+    progress: impl Fn(usize, usize) + Sync,
+) -> Result<Vec<T>> {
+    let finished = AtomicUsize::new(0);
+    map_indexed(n, workers, |i| {
+        let r = f(i);
+        progress(finished.fetch_add(1, Ordering::Relaxed) + 1, n);
+        r
+    })
+}
+
 /// `f(0), …, f(n − 1)` on `workers` scoped threads (0: one per available core), in index order.
 ///
 /// Indices are handed out one at a time, so uneven sample costs balance. After the first failure
@@ -82,6 +98,24 @@ mod tests {
             assert_eq!(v, (0..37).map(|i| i * i).collect::<Vec<_>>());
         }
         assert!(map_indexed(0, 4, Ok).unwrap().is_empty());
+    }
+
+    #[test]
+    fn progress_counts_every_finished_index_once() {
+        for workers in [1, 4] {
+            let seen = std::sync::Mutex::new(Vec::new());
+            let v = map_indexed_with_progress(
+                23,
+                workers,
+                |i| Ok(i + 1),
+                |done, n| seen.lock().unwrap().push((done, n)),
+            )
+            .unwrap();
+            assert_eq!(v, (1..=23).collect::<Vec<_>>());
+            let mut seen = seen.into_inner().unwrap();
+            seen.sort_unstable();
+            assert_eq!(seen, (1..=23).map(|d| (d, 23)).collect::<Vec<_>>());
+        }
     }
 
     #[test]
