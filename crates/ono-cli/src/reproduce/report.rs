@@ -49,19 +49,23 @@ const TITLES: [&str; 8] = [
 
 /// The differences between this profile's runs and the paper's, said once at the top.
 fn differences(profile: Profile) -> String {
-    let text = match profile {
-        Profile::Paper => "- The paper's settings: each model's own recipe and preset, the published files, 500 epochs (the Geo-FNO Elasticity script: 200). The paper ran on an RTX 3090; Table 2 and 8 are measured on the machine named above.\n- Where the paper's text and the reference code disagree, the code's values are used (docs/reference-implementations.md).\n- The Transolver row is an extra (its own paper's numbers in the paper column).\n- Tables 2 and 8 have no paper column: their values could not be read from any version of the paper available to us.\n",
-        Profile::Quick | Profile::Smoke => concat!(
-            "- **Darcy (Table 1) is published data, but not the paper's:** the Darcy set of NEURALOP_SOURCE: 1000 training problems at 16 × 16 and 50 test problems, also published at 32 × 32, where FNO's and ONO's runs are tested zero-shot (Table 3's `neuralop` columns). The Galerkin Transformer's Darcy recipe needs a finer grid beside the training one, which this set does not have: its cell is \"–\" here.\n",
+    match profile {
+        Profile::Paper => "- The paper's settings: each model's own recipe and preset, the published files, 500 epochs (the Geo-FNO Elasticity script: 200). The paper ran on an RTX 3090; Table 2 and 8 are measured on the machine named above.\n- Where the paper's text and the reference code disagree, the code's values are used (docs/reference-implementations.md).\n- The Transolver row is an extra (its own paper's numbers in the paper column).\n- Tables 2 and 8 have no paper column: their values could not be read from any version of the paper available to us.\n".to_string(),
+        Profile::Quick | Profile::Smoke => {
+            let darcy = format!(
+                "- **Darcy (Table 1) is published data, but not the paper's:** the Darcy set of {}: 1000 training problems at 16 × 16 and 50 test problems, also published at 32 × 32, where FNO's and ONO's runs are tested zero-shot (Table 3's `neuralop` columns). The Galerkin Transformer's Darcy recipe needs a finer grid beside the training one, which this set does not have: its cell is \"–\" here.\n",
+                ono_data::benchmarks::neuralop_source()
+            );
+            darcy + concat!(
             "- **Data we generate, not the published files.** Table 3's Darcy: FNO's process (`ono data gen darcy`, solved on 421²), trained at r = 10 (43 × 43, as the paper) and tested on the same samples up to 421². NS2d: the reduced 64² generator (`ono data gen ns2d --profile reduced`, integrating-factor RK4, docs/data.md), subsampled as each cell's experiment file says, 10 frames in and 10 out as the benchmark. **Elasticity is replaced** by Darcy on a different random point cloud per sample (`ono data darcy --points`): the irregular-geometry task that every point-cloud model and Tables 5–7 run on. Airfoil, Pipe and Plasticity have no generator: they run only when their published files are in the data folder (`--data-dir`), at reduced size. Geo-FNO's Elasticity model takes the mesh coordinates alone, so it has no input for the stand-in's coefficient field: its cell is \"–\" here. Every model normalizes the stand-in's input and target pointwise (`unit`, ONO's Elasticity recipe for the target).\n",
             "- **Smaller everything:** fewer samples, a few epochs, one batch size per benchmark, and narrower, shallower models of the same architectures (each cell's experiment file says exactly what). Geo-FNO on the regular grids is FNO, as in the paper.\n",
             "- **ONO's block:** the presets' Nyström block costs about 10 s per training step on 2 CPU cores at any size (its 256 landmarks), so ONO runs with the linear transformer block (the paper's other choice) in Tables 1, 3, 4, 6 and 7; Table 5 runs both.\n",
             "- **Table 7** runs ONO-8 and ONO-30 at width 32 (the paper: 128).\n",
             "- So the numbers are **not comparable in size** to the paper's (the ratio column shows how far). The profile checks that every model learns its task (better than the mean field) and whether the qualitative findings (ONO's error growing less than FNO's with resolution, the ablations' order) hold at this scale.\n",
             "- Tables 2 and 8 are measured at 43 × 43 (batch 8, 2 timed steps after one warm-up) on this machine; the paper's were on an RTX 3090 and could not be read from the versions of the paper available to us (no paper column). Peak memory is the process's resident set (CPU).\n",
-        ),
-    };
-    text.replace("NEURALOP_SOURCE", &ono_data::benchmarks::neuralop_source())
+        )
+        }
+    }
 }
 
 /// The section "Cells only in the paper profile": the paper plan's cells that `plan` does not
