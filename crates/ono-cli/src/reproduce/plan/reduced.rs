@@ -104,11 +104,6 @@ impl Reduced {
             .map_or(1, |(_, n)| *n)
     }
 
-    /// The side of Table 1's Darcy grid (the neuraloperator set's training resolution).
-    pub fn darcy_side(&self) -> i64 {
-        NEURALOP_DARCY_SIDE
-    }
-
     /// The sizes of a task.
     pub fn sizes(&self, task: Task) -> Sizes {
         match task {
@@ -172,7 +167,7 @@ impl Reduced {
             }
         }
         let grid_side = match task {
-            Task::Darcy => Some(self.darcy_side()),
+            Task::Darcy => Some(NEURALOP_DARCY_SIDE),
             Task::Ns2d => Some(64 / self.ns2d_r as i64),
             _ => None,
         };
