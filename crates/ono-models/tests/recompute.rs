@@ -303,6 +303,8 @@ fn selective_recomputation_under_bf16_matches_the_plain_backward() {
 #[test]
 fn auto_recomputation_depends_on_the_device() {
     use ono_models::{NeuralOperator, Recompute};
+    // `build` reseeds torch's global generator; unlocked, it races the other tests' draws.
+    let _rng = ono_testing::torch_rng_lock();
     let cfg = OnoConfig {
         n_hidden: 16,
         n_head: 2,
