@@ -471,7 +471,7 @@ fn table1_ranks(s: &Scale) -> Vec<Finding> {
         .plan
         .cells
         .iter()
-        .filter(|c| c.table == 1 && c.source != Source::Unsupported)
+        .filter(|c| c.table == 1 && c.source.experiment().is_some())
         .collect();
     let mut columns: Vec<&str> = Vec::new();
     for c in &cells {

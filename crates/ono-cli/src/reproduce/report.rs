@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::execute::{self, write_json, Outcome, Status};
 use super::findings;
-use super::plan::{self, Cell, Measure, Plan, Profile, Source, Work, SEEN_STEPS};
+use super::plan::{self, Cell, Measure, PaperOnly, Plan, Profile, Source, Work, SEEN_STEPS};
 use super::values::{err, num, Readings, SeedValue, Shown};
 use super::{clock, paper, Context};
 
@@ -69,7 +69,7 @@ fn differences(profile: Profile) -> String {
 }
 
 /// The section "Cells only in the paper profile": the paper plan's cells that `plan` does not
-/// run, by table.
+/// run, by reason and table.
 fn paper_only(paper: &Plan, plan: &Plan) -> String {
     let dropped = plan::only_in(paper, plan);
     let mut s = String::from("## Cells only in the paper profile\n\n");
@@ -87,15 +87,36 @@ fn paper_only(paper: &Plan, plan: &Plan) -> String {
             n => format!("these {n}"),
         }
     );
-    for table in 1..=8 {
-        let cells: Vec<String> = dropped
-            .iter()
-            .filter(|c| c.table == table)
-            .map(|c| format!("{} / {}", c.row, c.column))
-            .collect();
-        if !cells.is_empty() {
-            let _ = writeln!(s, "- Table {table}: {}", cells.join("; "));
+    let reason = |d: &Cell| {
+        plan.cells.iter().find_map(|c| match c.source {
+            Source::PaperOnly(why)
+                if (c.table, &c.row, &c.column) == (d.table, &d.row, &d.column) =>
+            {
+                Some(why)
+            }
+            _ => None,
+        })
+    };
+    let mut reasons: Vec<Option<PaperOnly>> = Vec::new();
+    for d in &dropped {
+        if !reasons.contains(&reason(d)) {
+            reasons.push(reason(d));
         }
+    }
+    for why in reasons {
+        let mut by_table = Vec::new();
+        for table in 1..=8 {
+            let cells: Vec<String> = dropped
+                .iter()
+                .filter(|c| c.table == table && reason(c) == why)
+                .map(|c| format!("{} / {}", c.row, c.column))
+                .collect();
+            if !cells.is_empty() {
+                by_table.push(format!("Table {table}: {}", cells.join("; ")));
+            }
+        }
+        let why = why.map_or("not in this profile's tables", PaperOnly::why);
+        let _ = writeln!(s, "- {}: {why}.", by_table.join("; "));
     }
     s.push('\n');
     s
@@ -411,4 +432,48 @@ fn plot(out: &Path, table: usize, cells: &[&Cell], readings: &Readings) -> Resul
         _ => return Ok(None),
     }
     Ok(Some(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::reproduce::plan::{plan, DataPaths};
+
+    /// The quick profile's dropped cells are listed once each, under the reason its plan gives.
+    #[test]
+    fn cells_only_in_the_paper_profile_say_why() {
+        let data = DataPaths {
+            published: PathBuf::from("/data"),
+            neuralop: PathBuf::from("/neuralop"),
+            generated: PathBuf::from("/out/data"),
+        };
+        let paper = plan(Profile::Paper, &data).unwrap();
+        let quick = plan(Profile::Quick, &data).unwrap();
+        let s = paper_only(&paper, &quick);
+        assert!(s.contains("does not run these 5 of"), "{s}");
+        let line = |why: PaperOnly| {
+            s.lines()
+                .find(|l| l.ends_with(&format!("{}.", why.why())))
+                .unwrap_or_else(|| panic!("no line for {why:?} in {s}"))
+        };
+        assert_eq!(
+            line(PaperOnly::NeedsFineGrid),
+            format!(
+                "- Table 1: Galerkin / Darcy: {}.",
+                PaperOnly::NeedsFineGrid.why()
+            )
+        );
+        let starved = line(PaperOnly::NotLearnedInBudget);
+        for cell in [
+            "GNOT / NS2d",
+            "ONO (ours) / NS2d",
+            "Transolver (extra row) / NS2d",
+        ] {
+            assert_eq!(starved.matches(cell).count(), 1, "{starved}");
+        }
+        assert!(line(PaperOnly::CoordinatesOnly).contains("Geo-FNO / Elasticity"));
+        assert!(paper_only(&paper, &paper).contains("runs every cell"));
+    }
 }

@@ -16,6 +16,8 @@ pub enum Shown {
     Value(f64),
     /// The paper's "–".
     Unsupported,
+    /// Run by the paper profile only ("Cells only in the paper profile" says why).
+    PaperOnly,
     /// Its experiment did not run to the end (missing data, failure), with why.
     Missing(String),
 }
@@ -76,6 +78,7 @@ impl Reading {
                 }
             }
             Shown::Unsupported => "–".into(),
+            Shown::PaperOnly => "(paper profile)".into(),
             // The file and where it is published are said once, under "Missing data".
             Shown::Missing(m) if m.starts_with("no data") => "(no data)".into(),
             Shown::Missing(m) => format!("({})", m.replace('|', "/")),
@@ -163,7 +166,10 @@ impl<'a> Readings<'a> {
     pub fn cell(&self, cell: &Cell) -> Reading {
         match cell.source.experiment() {
             None => Reading {
-                shown: Shown::Unsupported,
+                shown: match cell.source {
+                    Source::PaperOnly(_) => Shown::PaperOnly,
+                    _ => Shown::Unsupported,
+                },
                 seeds: Vec::new(),
             },
             Some(id) => Reading::of(&self.seeds(id, |o| of_outcome(&cell.source, o))),
@@ -219,7 +225,7 @@ fn seed(e: &Experiment) -> u64 {
 pub fn of_outcome(source: &Source, o: &Outcome) -> Option<f64> {
     let seen = SEEN_STEPS as usize;
     match source {
-        Source::Unsupported => None,
+        Source::Unsupported | Source::PaperOnly(_) => None,
         Source::TestError(_) => o.test_rel_l2,
         Source::AtStride(_, r) => o.at_stride.get(&r.to_string()).copied(),
         Source::AtResolution(_, s) => o.at_resolution.get(&s.to_string()).copied(),

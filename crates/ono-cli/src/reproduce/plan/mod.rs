@@ -176,11 +176,44 @@ pub struct Experiment {
     pub replicate_of: Option<String>,
 }
 
+/// Why a reduced profile leaves out a cell that the paper profile runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaperOnly {
+    /// The Galerkin Transformer's Darcy recipe reads a fine grid beside the training one (its
+    /// derivative targets and scaler grids); the reduced Darcy, the neuraloperator set, has one.
+    NeedsFineGrid,
+    /// Geo-FNO's Elasticity model takes the mesh coordinates alone (the geometry is its input);
+    /// the point-cloud stand-in's input is a field at the points, which it has no channel for.
+    CoordinatesOnly,
+    /// Measured not to learn the task within the profile's budget (docs/results.md, "Sizing
+    /// the new quick profile"): its cell would report a starved model, not the architecture.
+    NotLearnedInBudget,
+}
+
+impl PaperOnly {
+    /// The report's sentence.
+    pub fn why(self) -> &'static str {
+        match self {
+            PaperOnly::NeedsFineGrid => {
+                "its recipe reads a fine grid beside the training one, which this profile's Darcy set does not have"
+            }
+            PaperOnly::CoordinatesOnly => {
+                "its model takes the mesh coordinates alone, and the stand-in's input is a field at the points"
+            }
+            PaperOnly::NotLearnedInBudget => {
+                "measured not to get below 0.6× the mean field within this profile's budget (docs/results.md, \"Sizing the new quick profile\"), so it is left to the paper profile rather than starved"
+            }
+        }
+    }
+}
+
 /// Which number of which experiment a cell shows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
     /// The paper's "–": the model cannot handle the benchmark.
     Unsupported,
+    /// Run by the paper profile only, for this reason.
+    PaperOnly(PaperOnly),
     /// The test relative L2 of a trained experiment.
     TestError(String),
     /// Its test error at another subsampling stride.
@@ -202,7 +235,7 @@ impl Source {
     /// The experiment it reads.
     pub fn experiment(&self) -> Option<&str> {
         match self {
-            Source::Unsupported => None,
+            Source::Unsupported | Source::PaperOnly(_) => None,
             Source::TestError(e)
             | Source::AtStride(e, _)
             | Source::AtResolution(e, _)
@@ -345,7 +378,7 @@ pub fn only_in<'a>(reference: &'a Plan, this: &Plan) -> Vec<&'a Cell> {
         .filter(|r| {
             !this.cells.iter().any(|c| {
                 (c.table, &c.row, &c.column) == (r.table, &r.row, &r.column)
-                    && c.source != Source::Unsupported
+                    && c.source.experiment().is_some()
             })
         })
         .collect()

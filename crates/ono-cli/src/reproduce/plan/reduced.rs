@@ -8,7 +8,7 @@ use ono_models::galerkin::ScalerGrids;
 use ono_models::{ModelConfig, NnBlock};
 use ono_train::config::TrainConfig;
 
-use super::{DataPaths, Profile, Task};
+use super::{DataPaths, PaperOnly, Profile, Task};
 
 /// How much one reduced task trains on.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +54,9 @@ pub struct Reduced {
     pub timed_steps: usize,
     /// Model widths: the smoke profile's are tiny.
     pub tiny: bool,
+    /// Table 1's cells measured not to learn their task at these sizes (docs/results.md,
+    /// "Sizing the new quick profile"), by task and model: left to the paper profile.
+    pub starved: &'static [(Task, &'static str)],
     /// Seeds of Table 1's cells, by task (1 where a task is not listed): the cells cheap
     /// enough to run twice show their seed spread.
     pub seeds: &'static [(Task, usize)],
@@ -77,6 +80,11 @@ impl Reduced {
                 published: Sizes::new(64, 16, 4, 4),
                 timed_steps: 2,
                 tiny: false,
+                starved: &[
+                    (Task::Ns2d, "ono"),
+                    (Task::Ns2d, "transolver"),
+                    (Task::Ns2d, "gnot"),
+                ],
                 seeds: &[(Task::Darcy, 2)],
             }),
             Profile::Smoke => Some(Self {
@@ -91,6 +99,8 @@ impl Reduced {
                 published: Sizes::new(2, 1, 1, 4),
                 timed_steps: 1,
                 tiny: true,
+                // The smoke profile checks that every cell runs, not that it learns.
+                starved: &[],
                 seeds: &[],
             }),
         }
@@ -102,6 +112,16 @@ impl Reduced {
             .iter()
             .find(|(t, _)| *t == task)
             .map_or(1, |(_, n)| *n)
+    }
+
+    /// Why Table 1's cell of `model` on `task` is left to the paper profile, if it is.
+    pub fn paper_only(&self, model: &str, task: Task) -> Option<PaperOnly> {
+        match (model, task) {
+            ("galerkin", Task::Darcy) => Some(PaperOnly::NeedsFineGrid),
+            ("geofno", Task::Elasticity) => Some(PaperOnly::CoordinatesOnly),
+            _ if self.starved.contains(&(task, model)) => Some(PaperOnly::NotLearnedInBudget),
+            _ => None,
+        }
     }
 
     /// The sizes of a task.

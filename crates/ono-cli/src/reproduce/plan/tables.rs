@@ -103,19 +103,11 @@ fn table1(ctx: &Ctx, p: &mut Plan) -> Result<()> {
                 ("geofno", Task::Darcy | Task::Ns2d) => "fno",
                 _ => model,
             };
-            // Geo-FNO's Elasticity model (`elas_geofno.py`) takes the mesh coordinates alone
-            // (the geometry is its input); the stand-in's input is a field at the points, which
-            // it has no channel for.
-            let stand_in_only_coordinates =
-                ctx.reduced.is_some() && model == "geofno" && task == Task::Elasticity;
-            // The Galerkin Transformer's Darcy recipe reads a fine grid beside the training
-            // one (its derivative targets and scaler grids); the reduced profiles' Darcy, the
-            // neuraloperator set, has one grid, and its loader refuses that layout.
-            let needs_fine_grid =
-                ctx.reduced.is_some() && model == "galerkin" && task == Task::Darcy;
+            let paper_only = ctx.reduced.as_ref().and_then(|r| r.paper_only(owner, task));
             let in_table = paper_row[col].is_some() || model == "transolver";
-            let source = match ctx.experiment(owner, task)? {
-                Some(cfg) if in_table && !stand_in_only_coordinates && !needs_fine_grid => {
+            let source = match (ctx.experiment(owner, task)?, paper_only) {
+                (Some(_), Some(why)) if in_table => Source::PaperOnly(why),
+                (Some(cfg), None) if in_table => {
                     let id = format!("{}/{owner}", task.key());
                     let mut work = train(cfg);
                     // The reduced profiles' Darcy is the neuraloperator set, whose test
