@@ -368,3 +368,41 @@ fn bad_inputs_are_typed_errors_naming_the_shapes() {
         );
     }
 }
+
+/// The Nyström block's landmark count is the config's (the reference's 256 by default, also for
+/// a file written before the field existed); it changes no parameter, only the attention, and a
+/// count of zero is refused by name.
+#[test]
+fn nystrom_landmarks_come_from_the_config() {
+    let mut cfg = small(NnBlock::Nystrom, Orthogonalization::Orthonormal);
+    assert_eq!(cfg.landmarks, 256);
+    let mut text = serde_json::to_value(cfg).unwrap();
+    text.as_object_mut().unwrap().remove("landmarks");
+    let old: OnoConfig = serde_json::from_value(text).unwrap();
+    assert_eq!(old, cfg);
+
+    let forward = |cfg: &OnoConfig| {
+        seeded(9);
+        let (vs, model) = build(cfg);
+        let (pos, fx) = inputs(2, 20, cfg, Kind::Double);
+        let mut vs = vs;
+        vs.double();
+        let out = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
+        (vs.variables().len(), out)
+    };
+    let (n256, out256) = forward(&cfg);
+    cfg.landmarks = 4;
+    let (n4, out4) = forward(&cfg);
+    assert_eq!(n4, n256);
+    // 20 tokens are 4 landmarks of 5 tokens each here, and 256 landmarks of one token (after
+    // 236 zero rows at the front) by default.
+    let diff = (&out4 - &out256).abs().max().double_value(&[]);
+    let scale = out256.abs().max().double_value(&[]);
+    assert!(diff > 1e-6 * scale, "{diff} of {scale}");
+    // The same count twice is the same model.
+    assert!(forward(&cfg).1.allclose(&out4, 0.0, 0.0, false));
+
+    cfg.landmarks = 0;
+    let err = ModelConfig::Ono(cfg).validate().unwrap_err().to_string();
+    assert!(err.contains("landmarks"), "{err}");
+}

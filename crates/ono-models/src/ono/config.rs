@@ -48,6 +48,9 @@ pub struct OnoConfig {
     pub psi_dim: i64,
     pub mlp_ratio: i64,
     pub nn_block: NnBlock,
+    /// Landmarks of the Nyström block (the reference's 256); read by no other block. Fewer
+    /// make its pseudo-inverse, cubic in them, affordable on a CPU.
+    pub landmarks: i64,
     pub orthogonalization: Orthogonalization,
     pub whitening: Whitening,
     /// EMA momentum of the covariance buffers.
@@ -69,6 +72,7 @@ impl Default for OnoConfig {
             psi_dim: 16,
             mlp_ratio: 1,
             nn_block: NnBlock::LinearTransformer,
+            landmarks: AttentionConfig::default().landmarks,
             orthogonalization: Orthogonalization::Orthonormal,
             whitening: Whitening::ExplicitInverse,
             momentum: ono_kernels::ema::DEFAULT_MOMENTUM,
@@ -92,6 +96,7 @@ impl OnoConfig {
                     kind,
                     dim: self.n_hidden,
                     heads: self.n_head,
+                    landmarks: self.landmarks,
                     ..AttentionConfig::default()
                 }),
                 dim: self.n_hidden,
@@ -206,6 +211,12 @@ impl ArchConfig for OnoConfig {
             return bad(format!(
                 "mlp_ratio must be positive, got {}",
                 self.mlp_ratio
+            ));
+        }
+        if self.landmarks <= 0 {
+            return bad(format!(
+                "landmarks must be positive, got {}",
+                self.landmarks
             ));
         }
         if !(0.0..=1.0).contains(&self.momentum) {

@@ -73,7 +73,9 @@ impl Reduced {
                 // quick profile"); the sizes of the attention models' NS2d cells are not settled.
                 ns2d: Sizes::new(500, 100, 10, 4),
                 ns2d_r: 4,
-                cloud: Sizes::new(64, 32, 24, 8),
+                // 64 samples × 24 epochs left ONO with BN or LN, ONO-8 and ONO-30 at the mean
+                // field (docs/results.md, "Sizing the new quick profile").
+                cloud: Sizes::new(256, 64, 24, 8),
                 cloud_res: 85,
                 cloud_stride: 1,
                 cloud_points: 600,
@@ -300,11 +302,14 @@ fn smaller_model(m: &mut ModelConfig, tiny: bool) {
     let w = |quick: i64, small: i64| if tiny { small } else { quick };
     let layers = |quick: usize, small: usize| if tiny { small } else { quick };
     match m {
-        // The presets' Nyström block costs about 10 s per step on 2 CPU cores at any size (its
-        // 256 landmarks); the reduced profiles use the linear transformer block, the paper's
-        // other choice, and Table 5 compares the two.
+        // The presets' Nyström block costs seconds per step on 2 CPU cores even on 600 points
+        // (2.5 s at batch 8, width 64: docs/results.md), most of it the pseudo-inverse of its 256
+        // landmarks' attention, cubic in them. The reduced profiles use the linear transformer
+        // block, the paper's other choice, and Table 5's Nyström runs keep a quarter of the
+        // landmarks.
         ModelConfig::Ono(c) => {
             c.nn_block = NnBlock::LinearTransformer;
+            c.landmarks = w(64, 8);
             c.n_hidden = w(64, 8);
             c.n_head = w(4, 2);
             c.psi_dim = w(8, 4);
