@@ -105,6 +105,9 @@ fn assert_close(a: f64, b: f64, what: &str) {
 
 #[test]
 fn ono_and_fno_train_at_16_and_test_at_32() {
+    // Its two runs of a model must train alike (seeded from torch's global generator): no
+    // other test may draw from that generator meanwhile.
+    let _rng = ono_testing::torch_rng_lock();
     let dir = temp_dir("neuralop-darcy");
     let data = dir.join("data");
     let m = miniature::write(Benchmark::NeuralopDarcy, &data).unwrap();
@@ -175,6 +178,7 @@ fn ono_and_fno_train_at_16_and_test_at_32() {
 /// lsm_epochs.rs), tested zero-shot at twice the training resolution.
 #[test]
 fn every_darcy_architecture_trains_at_16_and_tests_at_32() {
+    let _rng = ono_testing::torch_rng_lock();
     let nsl = "[optimizer]\nmax_grad_norm = 0";
     let fno = FNO_RECIPE;
     let m = miniature::write(Benchmark::NeuralopDarcy, &temp_dir("count").join("d")).unwrap();

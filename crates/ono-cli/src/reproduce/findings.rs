@@ -767,6 +767,8 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
         .iter()
         .filter(|c| c.table == b.table && c.row == b.row)
         .filter_map(|c| Some((c, cell(b.than, &c.column)?)))
+        // A cell left to the paper profile is not a claim this profile can test.
+        .filter(|(a, t)| a.source.experiment().is_some() && t.source.experiment().is_some())
         .collect();
     if pairs.is_empty() {
         return None;

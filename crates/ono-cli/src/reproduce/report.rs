@@ -452,7 +452,7 @@ mod tests {
         let paper = plan(Profile::Paper, &data).unwrap();
         let quick = plan(Profile::Quick, &data).unwrap();
         let s = paper_only(&paper, &quick);
-        assert!(s.contains("does not run these 5 of"), "{s}");
+        assert!(s.contains("does not run these 9 of"), "{s}");
         let line = |why: PaperOnly| {
             s.lines()
                 .find(|l| l.ends_with(&format!("{}.", why.why())))
@@ -474,6 +474,11 @@ mod tests {
             assert_eq!(starved.matches(cell).count(), 1, "{starved}");
         }
         assert!(line(PaperOnly::CoordinatesOnly).contains("Geo-FNO / Elasticity"));
+        let coarse = line(PaperOnly::GridTooCoarse);
+        assert!(
+            coarse.starts_with("- Table 1: U-FNO / NS2d; LSM / NS2d: "),
+            "{coarse}"
+        );
         assert!(paper_only(&paper, &paper).contains("runs every cell"));
     }
 }

@@ -185,6 +185,10 @@ pub enum PaperOnly {
     /// Geo-FNO's Elasticity model takes the mesh coordinates alone (the geometry is its input);
     /// the point-cloud stand-in's input is a field at the points, which it has no channel for.
     CoordinatesOnly,
+    /// U-FNO's and LSM's U-Net halves the grid four times and, on a time-dependent task,
+    /// normalizes with InstanceNorm, which the reference refuses on the single cell a grid under
+    /// 32² leaves.
+    GridTooCoarse,
     /// Measured not to learn the task within the profile's budget (docs/results.md, "Sizing
     /// the new quick profile"): its cell would report a starved model, not the architecture.
     NotLearnedInBudget,
@@ -196,6 +200,9 @@ impl PaperOnly {
         match self {
             PaperOnly::NeedsFineGrid => {
                 "its recipe reads a fine grid beside the training one, which this profile's Darcy set does not have"
+            }
+            PaperOnly::GridTooCoarse => {
+                "its U-Net's coarsest level is a single cell on this profile's grid, where its instance norm has nothing to normalize (the reference refuses it too)"
             }
             PaperOnly::CoordinatesOnly => {
                 "its model takes the mesh coordinates alone, and the stand-in's input is a field at the points"

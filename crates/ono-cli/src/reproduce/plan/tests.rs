@@ -200,9 +200,13 @@ fn cells_only_in_the_paper_profile() {
         if profile == Profile::Quick {
             // The attention models that do not learn NS2d at the quick sizes.
             expected.extend([
+                (1, "U-FNO", "NS2d"),
+                (1, "LSM", "NS2d"),
                 (1, "GNOT", "NS2d"),
                 (1, "ONO (ours)", "NS2d"),
                 (1, "Transolver (extra row)", "NS2d"),
+                (4, "ONO (ours)", "Seen"),
+                (4, "ONO (ours)", "Unseen"),
             ]);
         }
         expected.sort();
@@ -229,7 +233,7 @@ fn cells_only_in_the_paper_profile() {
     // A cell absent from a plan counts as dropped.
     let mut p = plan(Profile::Quick, &paths()).unwrap();
     p.cells.retain(|c| c.table != 7);
-    assert_eq!(only_in(&paper, &p).len(), 2 + 3 + 4);
+    assert_eq!(only_in(&paper, &p).len(), 2 + 7 + 4);
 }
 
 /// A cell as the snapshot records it.
@@ -360,6 +364,41 @@ fn reduced_models_fit_their_grids() {
                 _ => continue,
             };
             assert!(modes.iter().all(|&m| m <= side / 2), "{}: {modes:?}", e.id);
+            let unet = matches!(
+                config.model.config().unwrap(),
+                ModelConfig::Ufno(_) | ModelConfig::Lsm(_)
+            );
+            if unet && side < 32 {
+                assert_eq!(
+                    config.data.benchmark.as_deref(),
+                    Some("neuralop_darcy"),
+                    "{}",
+                    e.id
+                );
+            }
         }
     }
+}
+
+/// The side below which the plan leaves U-FNO's and LSM's NS2d cells out is where NSL's U-Net with
+/// InstanceNorm (the time-dependent tasks') refuses its input.
+#[test]
+fn unet_instance_norm_side_is_the_u_nets() {
+    use ono_nn::unet::{UNetConfig, UNetNorm};
+    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let unet = UNetConfig {
+        dims: 2,
+        channels: 2,
+        norm: UNetNorm::Instance,
+    }
+    .init(&vs.root())
+    .unwrap();
+    let side = super::reduced::UNET_INSTANCE_NORM_SIDE;
+    let run = |n: i64| {
+        let x = tch::Tensor::randn([1, 2, n, n], (tch::Kind::Float, tch::Device::Cpu));
+        unet.forward(&x, true)
+    };
+    assert!(run(side).is_ok());
+    assert!(run(side - 1).is_err());
+    assert!(run(16).is_err());
 }
