@@ -199,16 +199,16 @@ impl PaperOnly {
     pub fn why(self) -> &'static str {
         match self {
             PaperOnly::NeedsFineGrid => {
-                "its recipe reads a fine grid beside the training one, which this profile's Darcy set does not have"
+                "the recipe reads a fine grid beside the training one, which this profile's Darcy set does not have"
             }
             PaperOnly::GridTooCoarse => {
-                "its U-Net's coarsest level is a single cell on this profile's grid, where its instance norm has nothing to normalize (the reference refuses it too)"
+                "the U-Net's coarsest level is a single cell on this profile's grid, where its instance norm has nothing to normalize (the reference refuses it too)"
             }
             PaperOnly::CoordinatesOnly => {
-                "its model takes the mesh coordinates alone, and the stand-in's input is a field at the points"
+                "the model takes the mesh coordinates alone, and the stand-in's input is a field at the points"
             }
             PaperOnly::NotLearnedInBudget => {
-                "measured not to get below 0.6× the mean field within this profile's budget (docs/results.md, \"Sizing the new quick profile\"), so it is left to the paper profile rather than starved"
+                "measured not to get below 0.6× the mean field within this profile's budget (docs/results.md, \"Sizing the new quick profile\"): left to the paper profile rather than starved"
             }
         }
     }
