@@ -296,6 +296,11 @@ pub struct UNet {
     pub outc: Conv,
 }
 
+/// The smallest square grid side on which a U-Net normalizing with InstanceNorm (NSL's choice on
+/// time-dependent tasks) has more than one cell at its coarsest level (⌊n/16⌋ per axis), and so
+/// runs: [`UNet::forward`] refuses smaller ones, as the reference does.
+pub const INSTANCE_NORM_MIN_SIDE: i64 = 32;
+
 impl UNet {
     /// NSL's `U_Net.multiscale`. Four halvings: every axis needs at least 16 cells. The
     /// reference pads the upsampled map to the skip's size only in 2-D (`Up2D`); its `Up1D` and

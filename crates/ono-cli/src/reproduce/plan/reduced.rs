@@ -6,6 +6,7 @@ use anyhow::Result;
 use ono_data::normalizer::NormalizerKind;
 use ono_models::galerkin::ScalerGrids;
 use ono_models::{ModelConfig, NnBlock};
+use ono_nn::unet::INSTANCE_NORM_MIN_SIDE;
 use ono_train::config::TrainConfig;
 
 use super::{DataPaths, PaperOnly, Profile, Task};
@@ -122,7 +123,8 @@ impl Reduced {
         match (model, task) {
             ("galerkin", Task::Darcy) => Some(PaperOnly::NeedsFineGrid),
             ("geofno", Task::Elasticity) => Some(PaperOnly::CoordinatesOnly),
-            ("ufno" | "lsm", Task::Ns2d) if 64 / (self.ns2d_r as i64) < UNET_INSTANCE_NORM_SIDE => {
+            // Their U-Net normalizes with InstanceNorm on NS2d (a time-dependent task).
+            ("ufno" | "lsm", Task::Ns2d) if 64 / (self.ns2d_r as i64) < INSTANCE_NORM_MIN_SIDE => {
                 Some(PaperOnly::GridTooCoarse)
             }
             _ if self.starved.contains(&(task, model)) => Some(PaperOnly::NotLearnedInBudget),
@@ -293,10 +295,6 @@ impl Reduced {
         )
     }
 }
-
-/// The smallest grid side on which the U-Net of U-FNO and LSM (four halvings, InstanceNorm on
-/// time-dependent tasks: `ono_nn::unet`) has more than one cell at its coarsest level.
-pub const UNET_INSTANCE_NORM_SIDE: i64 = 32;
 
 /// The benchmark of the reduced profiles' Darcy (Table 1) and its training grid's side.
 pub const NEURALOP_DARCY: &str = "neuralop_darcy";

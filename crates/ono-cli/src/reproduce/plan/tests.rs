@@ -380,7 +380,8 @@ fn reduced_models_fit_their_grids() {
     }
 }
 
-/// The side below which the plan leaves U-FNO's and LSM's NS2d cells out is where NSL's U-Net with
+/// The side below which the plan leaves U-FNO's and LSM's NS2d cells out
+/// (`unet::INSTANCE_NORM_MIN_SIDE`) is where NSL's U-Net with
 /// InstanceNorm (the time-dependent tasks') refuses its input.
 #[test]
 fn unet_instance_norm_side_is_the_u_nets() {
@@ -393,7 +394,7 @@ fn unet_instance_norm_side_is_the_u_nets() {
     }
     .init(&vs.root())
     .unwrap();
-    let side = super::reduced::UNET_INSTANCE_NORM_SIDE;
+    let side = ono_nn::unet::INSTANCE_NORM_MIN_SIDE;
     let run = |n: i64| {
         let x = tch::Tensor::randn([1, 2, n, n], (tch::Kind::Float, tch::Device::Cpu));
         unet.forward(&x, true)
