@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::reduced::galerkin_grids;
 use super::{
-    base, model_label, DataPaths, Measure, Plan, Profile, Reduced, Source, Task, Work, MODELS,
-    NEURALOP_DARCY_ZERO_SHOT,
+    base, model_label, DataPaths, Measure, PaperOnly, Plan, Profile, Reduced, Source, Task, Work,
+    MODELS, NEURALOP_DARCY_ZERO_SHOT,
 };
 use crate::reproduce::paper;
 
@@ -49,6 +49,15 @@ impl Ctx<'_> {
         base(model, task)?
             .map(|cfg| self.profiled(cfg, task))
             .transpose()
+    }
+
+    /// Why the run `run` of `model` on `task` (its id's tail: the model itself, or an ablation
+    /// such as `ono-30`) is left to the paper profile, if it is: an ablation also follows its
+    /// model's cell.
+    fn paper_only(&self, model: &str, run: &str, task: Task) -> Option<PaperOnly> {
+        let r = self.reduced.as_ref()?;
+        r.paper_only(model, task)
+            .or_else(|| r.paper_only(run, task))
     }
 
     /// The data a task's experiments read, in words.
@@ -103,7 +112,7 @@ fn table1(ctx: &Ctx, p: &mut Plan) -> Result<()> {
                 ("geofno", Task::Darcy | Task::Ns2d) => "fno",
                 _ => model,
             };
-            let paper_only = ctx.reduced.as_ref().and_then(|r| r.paper_only(owner, task));
+            let paper_only = ctx.paper_only(owner, owner, task);
             let in_table = paper_row[col].is_some() || model == "transolver";
             let source = match (ctx.experiment(owner, task)?, paper_only) {
                 (Some(_), Some(why)) if in_table => Source::PaperOnly(why),
@@ -314,11 +323,7 @@ fn table4(ctx: &Ctx, p: &mut Plan) -> Result<()> {
         let label = model_label(model);
         // A model left out of Table 1's NS2d column learns this rollout no better (ONO's
         // `time_extrapolation` run: docs/results.md).
-        let (seen_source, unseen_source) = match ctx
-            .reduced
-            .as_ref()
-            .and_then(|r| r.paper_only(model, Task::Ns2d))
-        {
+        let (seen_source, unseen_source) = match ctx.paper_only(model, model, Task::Ns2d) {
             Some(why) => (Source::PaperOnly(why), Source::PaperOnly(why)),
             None => {
                 let id = format!("ns2d-time/{model}");
@@ -337,14 +342,14 @@ const ABLATION_TASKS: [Task; 3] = [Task::Airfoil, Task::Elasticity, Task::Pipe];
 
 /// An ablation of Table 1's ONO run on `task`: the run itself where the change is none (the
 /// presets already use Nyström and the orthonormalization), else a run of its own named by the
-/// changed value.
+/// changed value; or why the profile leaves it to the paper profile.
 fn ablation<T: PartialEq + Serialize>(
     ctx: &Ctx,
     p: &mut Plan,
     task: Task,
     value: T,
     field: fn(&mut ono_models::OnoConfig) -> &mut T,
-) -> Result<String> {
+) -> Result<Source> {
     let mut cfg = required(ctx.experiment("ono", task)?, "ono", task)?;
     let ModelConfig::Ono(mut ono) = cfg.model.config()? else {
         anyhow::bail!("the base of ONO on {} is not an ONO experiment", task.key())
@@ -360,8 +365,26 @@ fn ablation<T: PartialEq + Serialize>(
         })?;
         format!("{}/ono-{name}", task.key())
     };
-    p.add(&id, "ono", train(cfg), ctx.data_note(task));
-    Ok(id)
+    Ok(run_unless_paper_only(ctx, p, &id, cfg, task))
+}
+
+/// The cell of ONO's run `id` on `task`: the run, or why this profile leaves it to the paper
+/// profile.
+fn run_unless_paper_only(
+    ctx: &Ctx,
+    p: &mut Plan,
+    id: &str,
+    cfg: TrainConfig,
+    task: Task,
+) -> Source {
+    let run = id.rsplit('/').next().unwrap_or(id);
+    match ctx.paper_only("ono", run, task) {
+        Some(why) => Source::PaperOnly(why),
+        None => {
+            p.add(id, "ono", train(cfg), ctx.data_note(task));
+            Source::TestError(id.to_string())
+        }
+    }
 }
 
 /// A value's name in experiment files (`linear_transformer`).
@@ -376,16 +399,9 @@ fn serde_name<T: Serialize>(value: &T) -> Result<String> {
 fn table5(ctx: &Ctx, p: &mut Plan) -> Result<()> {
     for (row, block, paper_row) in paper::TABLE5 {
         for (i, task) in ABLATION_TASKS.into_iter().enumerate() {
-            let id = ablation(ctx, p, task, block, |c| &mut c.nn_block)?;
+            let source = ablation(ctx, p, task, block, |c| &mut c.nn_block)?;
             let column = paper::ABLATION_COLUMNS[i];
-            p.cell(
-                5,
-                row,
-                column,
-                "ono",
-                Some(paper_row[i]),
-                Source::TestError(id),
-            );
+            p.cell(5, row, column, "ono", Some(paper_row[i]), source);
         }
     }
     Ok(())
@@ -395,16 +411,10 @@ fn table5(ctx: &Ctx, p: &mut Plan) -> Result<()> {
 fn table6(ctx: &Ctx, p: &mut Plan) -> Result<()> {
     for (row, o, paper_row) in paper::TABLE6 {
         for (i, task) in ABLATION_TASKS.into_iter().enumerate() {
-            let id = ablation::<Orthogonalization>(ctx, p, task, o, |c| &mut c.orthogonalization)?;
+            let source =
+                ablation::<Orthogonalization>(ctx, p, task, o, |c| &mut c.orthogonalization)?;
             let column = paper::ABLATION_COLUMNS[i];
-            p.cell(
-                6,
-                row,
-                column,
-                "ono",
-                paper_row.map(|r| r[i]),
-                Source::TestError(id),
-            );
+            p.cell(6, row, column, "ono", paper_row.map(|r| r[i]), source);
         }
     }
     Ok(())
@@ -432,16 +442,9 @@ fn table7(ctx: &Ctx, p: &mut Plan) -> Result<()> {
                 })?;
                 format!("{}/ono-{layers}", task.key())
             };
-            p.add(&id, "ono", train(cfg), ctx.data_note(task));
+            let source = run_unless_paper_only(ctx, p, &id, cfg, task);
             let column = ["Elasticity", "Plasticity"][i];
-            p.cell(
-                7,
-                row,
-                column,
-                "ono",
-                Some(paper_row[i]),
-                Source::TestError(id),
-            );
+            p.cell(7, row, column, "ono", Some(paper_row[i]), source);
         }
     }
     Ok(())
