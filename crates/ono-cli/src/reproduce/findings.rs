@@ -761,16 +761,30 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
             .iter()
             .find(|c| c.table == b.table && c.row == row && c.column == column)
     };
-    let pairs: Vec<(&Cell, &Cell)> = r
+    // A pair with a cell left to the paper profile is not a claim this profile can test: it
+    // is only named.
+    let all: Vec<(&Cell, &Cell)> = r
         .plan
         .cells
         .iter()
         .filter(|c| c.table == b.table && c.row == b.row)
         .filter_map(|c| Some((c, cell(b.than, &c.column)?)))
-        // A cell left to the paper profile is not a claim this profile can test.
+        .collect();
+    let pairs: Vec<(&Cell, &Cell)> = all
+        .iter()
+        .copied()
         .filter(|(a, t)| a.source.experiment().is_some() && t.source.experiment().is_some())
         .collect();
-    if pairs.is_empty() {
+    let paper_only: Vec<&str> = all
+        .iter()
+        .filter(|(a, t)| {
+            [a, t]
+                .iter()
+                .any(|c| matches!(c.source, Source::PaperOnly(_)))
+        })
+        .map(|(a, _)| a.column.as_str())
+        .collect();
+    if pairs.is_empty() && paper_only.is_empty() {
         return None;
     }
     let mut f = Finding::new(
@@ -812,7 +826,15 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
             }
         }
     }
-    f.summary = format!("{} against {}: {}", b.row, b.than, parts.join("; "));
+    if !paper_only.is_empty() {
+        parts.push(format!(
+            "{}: left to the paper profile",
+            paper_only.join(", ")
+        ));
+    }
+    if !parts.is_empty() {
+        f.summary = format!("{} against {}: {}", b.row, b.than, parts.join("; "));
+    }
     let why = s.why(b.reason, &failed_ids);
     Some(f.decide(measured > 0, !failed_ids.is_empty(), absent, why))
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::reproduce::execute::{Outcome, Status};
-use crate::reproduce::plan::{base, Cell, Experiment, Plan, Source, Task, Work};
+use crate::reproduce::plan::{base, Cell, Experiment, PaperOnly, Plan, Source, Task, Work};
 use crate::reproduce::values::Readings;
 use crate::reproduce::Context;
 
@@ -165,6 +165,29 @@ fn a_claim_holds_one_does_not_one_is_not_measured() {
             Some(0.0034),
             Source::TestError(ids[7].into()),
         ),
+        // Table 6 on Elasticity: BN and LN left to the paper profile, the orthonormalization
+        // run measured.
+        cell(
+            6,
+            "BN",
+            "Elasticity",
+            Some(0.0149),
+            Source::PaperOnly(PaperOnly::NotLearnedInBudget),
+        ),
+        cell(
+            6,
+            "LN",
+            "Elasticity",
+            Some(0.0121),
+            Source::PaperOnly(PaperOnly::NotLearnedInBudget),
+        ),
+        cell(
+            6,
+            "Ortho",
+            "Elasticity",
+            Some(0.0118),
+            Source::TestError(ids[5].into()),
+        ),
     ];
     let outcomes = vec![
         done(e(ids[0]), 0.20, 0.5),
@@ -236,6 +259,17 @@ fn a_claim_holds_one_does_not_one_is_not_measured() {
         ])
     );
     assert_eq!(t6.why, None);
+    // A pair with a cell left to the paper profile is named, not judged.
+    assert_eq!(
+        t6.summary,
+        "Ortho against BN: Elasticity: left to the paper profile"
+    );
+    let ln = find(&found, &below_claim(6, "Ortho", "LN"));
+    assert_eq!(ln.verdict, Verdict::NotMeasured(Vec::new()));
+    assert_eq!(
+        ln.summary,
+        "Ortho against LN: Elasticity: left to the paper profile"
+    );
 
     let bar = find(&found, &Claim::MeanFieldBar { bar: 0.6 });
     assert_eq!(bar.verdict, Verdict::DoesNotHold);
@@ -257,6 +291,18 @@ fn a_claim_holds_one_does_not_one_is_not_measured() {
             && fails.contains("*Why it may not hold at this scale:*")
     );
     assert!(unmeasured.contains("with BN") && !unmeasured.contains("ONO-30"));
+    assert!(
+        unmeasured.contains(
+            "with BN (Table 6): Ortho against BN: Elasticity: left to the paper profile; `pipe/ono` (no data), `pipe/ono-batch-norm` (no data)\n"
+        ),
+        "{unmeasured}"
+    );
+    assert!(
+        unmeasured.contains(
+            "with LN (Table 6): Ortho against LN: Elasticity: left to the paper profile\n"
+        ),
+        "{unmeasured}"
+    );
 }
 
 /// Spearman's ρ: without ties, 1 − 6 Σd² / (n (n² − 1)); with ties, the Pearson correlation
