@@ -303,6 +303,10 @@ pub struct LossSection {
     /// problem). Unset: the recipe's value, else 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub h1_gamma: Option<f64>,
+    /// How the frames of an autoregressive training rollout add up to its loss: `sum` (each
+    /// frame once: NSL, ONO's `NS_example2.py`) or `cumulative` (ONO's `time_gen.py`, Table 4).
+    #[serde(skip_serializing_if = "RolloutLoss::is_sum")]
+    pub rollout: RolloutLoss,
 }
 
 impl Default for LossSection {
@@ -312,7 +316,27 @@ impl Default for LossSection {
             derivative_alpha: None,
             kind: None,
             h1_gamma: None,
+            rollout: RolloutLoss::Sum,
         }
+    }
+}
+
+/// How the per-frame losses l₀ … l_{T−1} of an autoregressive training rollout add up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutLoss {
+    /// Σₛ lₛ.
+    #[default]
+    Sum,
+    /// Σₛ Σ_{k≤s} l_k = Σ_k (T − k) l_k: `time_gen.py` adds the running sum of the frames'
+    /// losses at every frame (`l2loss += …; loss += l2loss`), so the early frames, which every
+    /// later one is rolled out from, weigh most.
+    Cumulative,
+}
+
+impl RolloutLoss {
+    fn is_sum(&self) -> bool {
+        *self == RolloutLoss::Sum
     }
 }
 

@@ -8,6 +8,7 @@ use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
+use crate::config::RolloutLoss;
 use crate::decoder::{Decoder, Points};
 use crate::loss::{self, MetricSum};
 use crate::step::{StepRunner, Target};
@@ -118,22 +119,24 @@ impl RegimeOps for Autoregressive {
     fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
         let d = runner.decoder();
         let teacher = runner.teacher_forcing;
-        let (_, loss) = rollout(
+        let mut losses = FrameLosses::new(runner.loss.rollout);
+        let _frames = rollout(
             d,
             &batch.pos,
             &batch.fx,
             runner.time_steps,
-            Some((&batch.y, teacher)),
+            Some((&batch.y, teacher, &mut losses)),
             true,
         )?;
-        let loss = loss.ok_or_else(|| Error::Data("a rollout of zero steps".into()))?;
+        let (optimized, plain) = losses.finish()?;
         let b = batch.fx.size()[0];
-        runner.backward_step(loss, b)
+        let reported = (runner.loss.rollout != RolloutLoss::Sum).then_some(plain);
+        runner.backward_step(optimized, reported, b)
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {
         points.steady_only()?;
-        rollout(d, points.pos, points.fx, steps, None, false).map(|(p, _)| p)
+        rollout(d, points.pos, points.fx, steps, None, false)
     }
 }
 
@@ -264,30 +267,69 @@ impl RegimeOps for SpaceTime {
 /// Rollout: `steps` frames, each appended to the sliding window `fx` (teacher forcing from
 /// `truth` when given). Returns (B, N, C, steps) and Σ_t Σ_b relL2 when `truth` is given. The
 /// autoregressive regime uses no normalizer, so outputs are fed back as they are.
+/// The training loss of a rollout, frame by frame: the plain Σ of the frames' losses and the
+/// one `loss.rollout` optimizes.
+struct FrameLosses {
+    weighting: RolloutLoss,
+    plain: Option<Tensor>,
+    weighted: Option<Tensor>,
+}
+
+impl FrameLosses {
+    fn new(weighting: RolloutLoss) -> Self {
+        Self {
+            weighting,
+            plain: None,
+            weighted: None,
+        }
+    }
+
+    fn add(&mut self, l: Tensor) -> Result<()> {
+        let plain = match self.plain.take() {
+            Some(p) => p.f_add(&l)?,
+            None => l,
+        };
+        if self.weighting == RolloutLoss::Cumulative {
+            self.weighted = Some(match self.weighted.take() {
+                Some(w) => w.f_add(&plain)?,
+                None => plain.shallow_clone(),
+            });
+        }
+        self.plain = Some(plain);
+        Ok(())
+    }
+
+    /// (the optimized loss, the plain Σ over frames).
+    fn finish(self) -> Result<(Tensor, Tensor)> {
+        let plain = self
+            .plain
+            .ok_or_else(|| Error::Data("a rollout of zero steps".into()))?;
+        Ok(match self.weighted {
+            Some(w) => (w, plain),
+            None => (plain.shallow_clone(), plain),
+        })
+    }
+}
+
 fn rollout(
     d: Decoder<'_>,
     pos: &Tensor,
     fx: &Tensor,
     steps: i64,
-    truth: Option<(&Tensor, bool)>,
+    mut truth: Option<(&Tensor, bool, &mut FrameLosses)>,
     train: bool,
-) -> Result<(Tensor, Option<Tensor>)> {
+) -> Result<Tensor> {
     let mut window = fx.shallow_clone();
     let mut frames = Vec::with_capacity(steps as usize);
-    let mut loss: Option<Tensor> = None;
     for t in 0..steps {
         let input = ModelInput::new(pos, &window).with_grid(d.grid);
         let pred = d.model.forward(&input, train)?;
         let c = pred.size()[2];
-        let next = match truth {
-            Some((y, teacher)) => {
+        let next = match &mut truth {
+            Some((y, teacher, losses)) => {
                 let yt = y.f_select(-1, t)?;
-                let l = loss::relative_l2(&pred, &yt, loss::Reduction::Sum, None)?;
-                loss = Some(match loss.take() {
-                    Some(a) => a.f_add(&l)?,
-                    None => l,
-                });
-                if teacher {
+                losses.add(loss::relative_l2(&pred, &yt, loss::Reduction::Sum, None)?)?;
+                if *teacher {
                     yt
                 } else {
                     pred.shallow_clone()
@@ -299,12 +341,45 @@ fn rollout(
         window = Tensor::f_cat(&[window.f_narrow(2, c, keep)?, next], 2)?;
         frames.push(pred);
     }
-    Ok((Tensor::f_stack(&frames, -1)?, loss))
+    Ok(Tensor::f_stack(&frames, -1)?)
 }
 
 /// t = linspace(0, 1, T), the time values of a per-time-step model.
 fn time_grid(steps: i64, kind: Kind, device: Device) -> Result<Tensor> {
     Ok(Tensor::f_linspace(0.0, 1.0, steps, (kind, device))?)
+}
+
+#[cfg(test)]
+mod frame_loss_tests {
+    use super::*;
+
+    /// Frames with losses l = (1, 2, 4, 0.5): `sum` optimizes Σ l = 7.5; `cumulative`
+    /// optimizes Σ_k (T − k) l_k = 4 + 6 + 8 + 0.5 = 18.5 (`time_gen.py`'s running sum), and
+    /// its gradient weighs frame k by T − k; both report the plain 7.5.
+    #[test]
+    fn cumulative_weighs_frame_k_by_the_frames_left() {
+        let l = [1.0, 2.0, 4.0, 0.5];
+        for (weighting, want, grads) in [
+            (RolloutLoss::Sum, 7.5, [1.0, 1.0, 1.0, 1.0]),
+            (RolloutLoss::Cumulative, 18.5, [4.0, 3.0, 2.0, 1.0]),
+        ] {
+            let x = Tensor::from_slice(&l).set_requires_grad(true);
+            let mut losses = FrameLosses::new(weighting);
+            for k in 0..4 {
+                losses.add(x.get(k)).unwrap();
+            }
+            let (optimized, plain) = losses.finish().unwrap();
+            assert_eq!(optimized.double_value(&[]), want, "{weighting:?}");
+            assert_eq!(plain.double_value(&[]), 7.5, "{weighting:?}");
+            optimized.backward();
+            assert_eq!(
+                Vec::<f64>::try_from(x.grad()).unwrap(),
+                grads,
+                "{weighting:?}"
+            );
+        }
+        assert!(FrameLosses::new(RolloutLoss::Sum).finish().is_err());
+    }
 }
 
 #[cfg(test)]

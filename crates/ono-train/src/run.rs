@@ -10,7 +10,7 @@ use ono_data::normalizer::NormalizerKind;
 use ono_models::{DataDims, ModelConfig, Recompute};
 use tch::{Device, Kind};
 
-use crate::config::{LossKind, ReductionName, TrainConfig};
+use crate::config::{LossKind, ReductionName, RolloutLoss, TrainConfig};
 use crate::data_source::resolve_data;
 use crate::loss;
 use crate::normalizers::NormalizerKinds;
@@ -74,6 +74,7 @@ impl RunSpec {
             alpha: resolved.derivative_alpha,
             kind: resolved.loss,
             h1_gamma: resolved.h1_gamma,
+            rollout: config.loss.rollout,
         };
         let data = resolved.dataset;
         check_data(&config, &data, regime, normalizers, &loss)?;
@@ -112,6 +113,12 @@ fn check_data(
     loss: &LossSpec,
 ) -> Result<()> {
     check_loss(loss, data, regime)?;
+    if loss.rollout != RolloutLoss::Sum && regime != Regime::Autoregressive {
+        return Err(Error::config(
+            "loss.rollout",
+            format!("weights the frames of an autoregressive rollout; {regime:?} trains none"),
+        ));
+    }
     let (train, test) = (&data.train, &data.test);
     let ysz = train.y.size();
     match (regime.is_time_series(), ysz.len()) {

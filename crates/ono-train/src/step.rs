@@ -8,7 +8,7 @@ use ono_models::{LossError, Model, ModelInput};
 use tch::Tensor;
 
 use crate::adamw::AdamW;
-use crate::config::{LossKind, ReductionName};
+use crate::config::{LossKind, ReductionName, RolloutLoss};
 use crate::decoder::Decoder;
 use crate::loss::{self, DarcyH1Target, Reduction};
 use crate::scaler::LossScaler;
@@ -57,6 +57,8 @@ pub struct LossSpec {
     pub kind: LossKind,
     /// γ of the Galerkin H¹ term.
     pub h1_gamma: f64,
+    /// How an autoregressive rollout's frames add up.
+    pub rollout: RolloutLoss,
 }
 
 impl LossSpec {
@@ -239,7 +241,9 @@ impl StepRunner<'_> {
     }
 
     /// One optimizer step on a Σ_b loss computed by the caller (the rollout).
-    pub fn backward_step(&mut self, sum: Tensor, b: i64) -> Result<()> {
+    /// Logs `reported` (a Σ_b loss too, reduced alike) instead of the optimized loss where
+    /// given: a weighted rollout reports its plain Σ over frames.
+    pub fn backward_step(&mut self, sum: Tensor, reported: Option<Tensor>, b: i64) -> Result<()> {
         let loss = self.loss.reduce(sum, b)?;
         self.opt.zero_grad();
         match self.scaler.as_deref() {
@@ -247,7 +251,11 @@ impl StepRunner<'_> {
             None => loss.f_backward()?,
         }
         self.optimizer_step()?;
-        self.queue(loss.f_detach()?, b, b);
+        let report = match reported {
+            Some(r) => self.loss.reduce(r, b)?.f_detach()?,
+            None => loss.f_detach()?,
+        };
+        self.queue(report, b, b);
         Ok(())
     }
 

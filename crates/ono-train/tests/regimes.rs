@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use ono_data::dataset::{Split, TensorDataset};
 use ono_models::{ModelConfig, Recompute};
-use ono_train::config::TrainConfig;
+use ono_train::config::{RolloutLoss, TrainConfig};
 use ono_train::progress::Progress;
 use ono_train::{Predictor, RunSpec, Trainer};
 use tch::{Device, Kind, Tensor};
@@ -216,6 +216,28 @@ fn train_steps_train_on_the_first_frames_and_test_on_all() {
     let line: serde_json::Value = serde_json::from_str(metrics.lines().last().unwrap()).unwrap();
     assert_eq!(line["test_per_step"].as_array().unwrap().len(), 4);
 
+    // `loss.rollout = "cumulative"` (time_gen.py's weights, `regime::frame_loss_tests`): the
+    // same model from the same seed reports the same plain Σ over its 2 frames, but steps
+    // along another gradient.
+    let mut cfg = config(
+        &dir,
+        "wave.safetensors",
+        "cumulative",
+        "regime = \"autoregressive\"\ntrain_steps = 2",
+    );
+    cfg.epochs = 1;
+    cfg.batch_size = 12;
+    cfg.loss.rollout = RolloutLoss::Cumulative;
+    let mut weighted = trainer(cfg).unwrap();
+    weighted.run(&Progress::Quiet).unwrap();
+    let w = weighted.state().history.last().unwrap();
+    assert!(
+        (w.train_loss - two).abs() < 1e-5 * two,
+        "train loss {} vs 2 frames {two}",
+        w.train_loss
+    );
+    assert_ne!(w.test_rel_l2, last.test_rel_l2);
+
     // Refused, by key: beyond T, below 1, in the steady regime, in the space-time regime.
     for (extra, want) in [
         ("regime = \"autoregressive\"\ntrain_steps = 5", "[1, 4]"),
@@ -227,6 +249,17 @@ fn train_steps_train_on_the_first_frames_and_test_on_all() {
             .unwrap()
             .to_string();
         assert!(e.contains("data.train_steps") && e.contains(want), "{e}");
+    }
+    for regime in ["steady", "per_time_step", "space_time"] {
+        let mut cfg = config(
+            &dir,
+            "wave.safetensors",
+            "bad",
+            &format!("regime = \"{regime}\""),
+        );
+        cfg.loss.rollout = RolloutLoss::Cumulative;
+        let e = trainer(cfg).err().unwrap().to_string();
+        assert!(e.contains("loss.rollout"), "{regime}: {e}");
     }
     let text = format!(
         "epochs = 1\nbatch_size = 1\noutput_dir = \"x\"\n[model]\n[data]\npath = \"{}\"\ntrain_steps = 0",

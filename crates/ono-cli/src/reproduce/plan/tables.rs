@@ -4,7 +4,7 @@
 use anyhow::Result;
 use ono_models::{ModelConfig, NnBlock};
 use ono_nn::orthogonal::Orthogonalization;
-use ono_train::config::{ModelSection, TrainConfig};
+use ono_train::config::{ModelSection, RolloutLoss, TrainConfig};
 use serde::Serialize;
 
 use super::reduced::galerkin_grids;
@@ -312,6 +312,8 @@ fn table4(ctx: &Ctx, p: &mut Plan) -> Result<()> {
         let mut cfg = required(base(model, Task::Ns2d)?, model, Task::Ns2d)?;
         if model == "ono" {
             cfg.model = ModelSection::preset("ono", "time_extrapolation");
+            // `time_gen.py` adds the running sum of the frames' losses at every frame.
+            cfg.loss.rollout = RolloutLoss::Cumulative;
         }
         cfg.data.train_steps = Some(SEEN_STEPS);
         let cfg = ctx.profiled(cfg, Task::Ns2d)?;
