@@ -264,6 +264,12 @@ const CHANGED_SINCE_SNAPSHOT: &[(&str, &str, &str, &str)] = &[
     ("ns2d/ufno", "schedule", "kind", "\"step\""),
     ("ns2d/lsm", "", "batch_size", "20"),
     ("ns2d/lsm", "data", "teacher_forcing", "false"),
+    // NSL's F-FNO NS2d script.
+    ("ns2d/ffno", "", "batch_size", "20"),
+    ("ns2d/ffno", "optimizer", "lr", "2.5e-3"),
+    ("ns2d/ffno", "optimizer", "weight_decay", "1e-4"),
+    ("ns2d/ffno", "optimizer", "max_grad_norm", "0.1"),
+    ("ns2d/ffno", "schedule", "kind", "\"step\""),
     // NSL's GNOT NS2d script: no clipping, weight decay 5e-5.
     ("ns2d/gnot", "optimizer", "weight_decay", "5e-5"),
     ("ns2d/gnot", "optimizer", "max_grad_norm", "0.0"),
