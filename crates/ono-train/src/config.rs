@@ -477,6 +477,9 @@ pub enum ScheduleKind {
     Constant,
     /// `StepLR` stepped once per epoch, as the FNO scripts: lr · gamma^⌊epoch / step_size⌋.
     Step,
+    /// `CosineAnnealingLR(T_max = epochs)` stepped once per epoch, as NSL's Elasticity scripts:
+    /// lr · (1 + cos(π · epoch / epochs)) / 2.
+    Cosine,
 }
 
 impl Default for ScheduleSection {
@@ -677,7 +680,7 @@ impl TrainConfig {
                     return Err(Error::config("schedule.gamma", "must be finite and > 0"));
                 }
             }
-            ScheduleKind::Constant => {}
+            ScheduleKind::Constant | ScheduleKind::Cosine => {}
         }
         if self.checkpoint.select_best && !self.checkpoint.keep_best {
             return Err(Error::config(
@@ -713,6 +716,24 @@ impl TrainConfig {
         cfg.validate()
             .map_err(|e| Error::invalid("model.overrides", e))?;
         Ok(cfg)
+    }
+
+    /// The lr of a schedule stepped once per epoch (`step`, `cosine`, `constant`) during
+    /// `epoch` (from 0); `None` for the one-cycle schedule, which steps per batch.
+    pub fn epoch_lr(&self, epoch: u64) -> Option<f64> {
+        let lr = self.optimizer.lr;
+        match self.schedule.kind {
+            ScheduleKind::OneCycle => None,
+            ScheduleKind::Constant => Some(lr),
+            ScheduleKind::Step => {
+                let decays = (epoch / self.schedule.step_size.max(1)) as i32;
+                Some(lr * self.schedule.gamma.powi(decays))
+            }
+            ScheduleKind::Cosine => {
+                let t = epoch as f64 / self.epochs.max(1) as f64;
+                Some(lr * (1.0 + (std::f64::consts::PI * t).cos()) / 2.0)
+            }
+        }
     }
 
     /// The one-cycle schedule for `total_steps` batches.

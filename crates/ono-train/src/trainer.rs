@@ -206,7 +206,7 @@ impl Trainer {
         let total = cfg.epochs * steps_per_epoch;
         let schedule = match cfg.schedule.kind {
             ScheduleKind::OneCycle => Some(cfg.one_cycle(total)?.build()?),
-            ScheduleKind::Constant | ScheduleKind::Step => None,
+            ScheduleKind::Constant | ScheduleKind::Step | ScheduleKind::Cosine => None,
         };
 
         let mut resumed_at = 0;
@@ -475,15 +475,11 @@ impl Trainer {
                 let v = s.at(step)?;
                 (v.lr, v.beta1)
             }
-            None if self.cfg.schedule.kind == ScheduleKind::Step => {
+            None => {
                 let epoch = step / self.steps_per_epoch.max(1);
-                let decays = (epoch / self.cfg.schedule.step_size) as i32;
-                (
-                    self.cfg.optimizer.lr * self.cfg.schedule.gamma.powi(decays),
-                    None,
-                )
+                let lr = self.cfg.epoch_lr(epoch).unwrap_or(self.cfg.optimizer.lr);
+                (lr, None)
             }
-            None => (self.cfg.optimizer.lr, None),
         };
         self.opt.set_lr(lr);
         if let Some(b1) = beta1 {
