@@ -664,4 +664,23 @@ mod tests {
         ));
         assert!(inst.forward(&two.repeat([1, 1, 1, 2]), false).is_ok());
     }
+
+    /// `INSTANCE_NORM_MIN_SIDE` (below which the reproduce plan leaves U-FNO's and LSM's NS2d
+    /// cells out) is where the U-Net with InstanceNorm (the time-dependent tasks') refuses its
+    /// input.
+    #[test]
+    fn instance_norm_min_side_is_where_the_u_net_refuses() {
+        let vs = VarStore::new(Device::Cpu);
+        let unet = UNetConfig {
+            dims: 2,
+            channels: 2,
+            norm: UNetNorm::Instance,
+        }
+        .init(&vs.root())
+        .unwrap();
+        let run = |n: i64| unet.forward(&Tensor::randn([1, 2, n, n], cpu(Kind::Float)), true);
+        assert!(run(INSTANCE_NORM_MIN_SIDE).is_ok());
+        assert!(run(INSTANCE_NORM_MIN_SIDE - 1).is_err());
+        assert!(run(16).is_err());
+    }
 }

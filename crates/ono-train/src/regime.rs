@@ -120,7 +120,7 @@ impl RegimeOps for Autoregressive {
         let d = runner.decoder();
         let teacher = runner.teacher_forcing;
         let mut losses = FrameLosses::new(runner.loss.rollout);
-        let _frames = rollout(
+        rollout(
             d,
             &batch.pos,
             &batch.fx,
@@ -128,15 +128,15 @@ impl RegimeOps for Autoregressive {
             Some((&batch.y, teacher, &mut losses)),
             true,
         )?;
-        let (optimized, plain) = losses.finish()?;
+        let (optimized, reported) = losses.finish()?;
         let b = batch.fx.size()[0];
-        let reported = (runner.loss.rollout != RolloutLoss::Sum).then_some(plain);
         runner.backward_step(optimized, reported, b)
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {
         points.steady_only()?;
-        rollout(d, points.pos, points.fx, steps, None, false)
+        let frames = rollout(d, points.pos, points.fx, steps, None, false)?;
+        Ok(Tensor::f_stack(&frames, -1)?)
     }
 }
 
@@ -264,9 +264,6 @@ impl RegimeOps for SpaceTime {
     }
 }
 
-/// Rollout: `steps` frames, each appended to the sliding window `fx` (teacher forcing from
-/// `truth` when given). Returns (B, N, C, steps) and Σ_t Σ_b relL2 when `truth` is given. The
-/// autoregressive regime uses no normalizer, so outputs are fed back as they are.
 /// The training loss of a rollout, frame by frame: the plain Σ of the frames' losses and the
 /// one `loss.rollout` optimizes.
 struct FrameLosses {
@@ -299,18 +296,22 @@ impl FrameLosses {
         Ok(())
     }
 
-    /// (the optimized loss, the plain Σ over frames).
-    fn finish(self) -> Result<(Tensor, Tensor)> {
+    /// (the optimized loss, the plain Σ over frames to report where that is another one).
+    fn finish(self) -> Result<(Tensor, Option<Tensor>)> {
         let plain = self
             .plain
             .ok_or_else(|| Error::Data("a rollout of zero steps".into()))?;
         Ok(match self.weighted {
-            Some(w) => (w, plain),
-            None => (plain.shallow_clone(), plain),
+            Some(w) => (w, Some(plain)),
+            None => (plain, None),
         })
     }
 }
 
+/// Rollout: `steps` frames, each appended to the sliding window `fx` (teacher forcing from
+/// `truth` when given, each frame's Σ_b relL2 added to its `FrameLosses`). Returns the frames,
+/// each (B, N, C). The autoregressive regime uses no normalizer, so outputs are fed back as
+/// they are.
 fn rollout(
     d: Decoder<'_>,
     pos: &Tensor,
@@ -318,7 +319,7 @@ fn rollout(
     steps: i64,
     mut truth: Option<(&Tensor, bool, &mut FrameLosses)>,
     train: bool,
-) -> Result<Tensor> {
+) -> Result<Vec<Tensor>> {
     let mut window = fx.shallow_clone();
     let mut frames = Vec::with_capacity(steps as usize);
     for t in 0..steps {
@@ -341,7 +342,7 @@ fn rollout(
         window = Tensor::f_cat(&[window.f_narrow(2, c, keep)?, next], 2)?;
         frames.push(pred);
     }
-    Ok(Tensor::f_stack(&frames, -1)?)
+    Ok(frames)
 }
 
 /// t = linspace(0, 1, T), the time values of a per-time-step model.
@@ -368,9 +369,11 @@ mod frame_loss_tests {
             for k in 0..4 {
                 losses.add(x.get(k)).unwrap();
             }
-            let (optimized, plain) = losses.finish().unwrap();
+            let (optimized, reported) = losses.finish().unwrap();
             assert_eq!(optimized.double_value(&[]), want, "{weighting:?}");
+            let plain = reported.as_ref().unwrap_or(&optimized);
             assert_eq!(plain.double_value(&[]), 7.5, "{weighting:?}");
+            assert_eq!(reported.is_some(), weighting == RolloutLoss::Cumulative);
             optimized.backward();
             assert_eq!(
                 Vec::<f64>::try_from(x.grad()).unwrap(),

@@ -451,27 +451,3 @@ fn reduced_models_fit_their_grids() {
         }
     }
 }
-
-/// The side below which the plan leaves U-FNO's and LSM's NS2d cells out
-/// (`unet::INSTANCE_NORM_MIN_SIDE`) is where NSL's U-Net with
-/// InstanceNorm (the time-dependent tasks') refuses its input.
-#[test]
-fn unet_instance_norm_side_is_the_u_nets() {
-    use ono_nn::unet::{UNetConfig, UNetNorm};
-    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
-    let unet = UNetConfig {
-        dims: 2,
-        channels: 2,
-        norm: UNetNorm::Instance,
-    }
-    .init(&vs.root())
-    .unwrap();
-    let side = ono_nn::unet::INSTANCE_NORM_MIN_SIDE;
-    let run = |n: i64| {
-        let x = tch::Tensor::randn([1, 2, n, n], (tch::Kind::Float, tch::Device::Cpu));
-        unet.forward(&x, true)
-    };
-    assert!(run(side).is_ok());
-    assert!(run(side - 1).is_err());
-    assert!(run(16).is_err());
-}
