@@ -76,7 +76,8 @@ class ONOBlock(nn.Module):
     BatchNorm1d without `orth`; fx = (ψ softplus(mu)) (ψᵀ fx) + fx; fx = mlp2(ln_3 fx)."""
 
     def __init__(self, num_heads, hidden_dim, dropout, attention_dropout, act="gelu", mlp_ratio=4,
-                 orth=False, attn_type=None, last_layer=False, momentum=0.9, psi_dim=64, out_dim=1):
+                 orth=False, attn_type=None, last_layer=False, momentum=0.9, psi_dim=64, out_dim=1,
+                 num_landmarks=256):
         super().__init__()
         self.orth = orth
         self.momentum = momentum
@@ -88,8 +89,10 @@ class ONOBlock(nn.Module):
         self.register_parameter("mu", nn.Parameter(torch.zeros(psi_dim)))
         self.ln_1 = nn.LayerNorm(hidden_dim)
         if attn_type == "nystrom":
+            # num_landmarks: upstream leaves NystromAttention's default, 256; fewer make the
+            # pseudo-inverse affordable on a CPU (our `landmarks`).
             self.Attn = NystromAttention(hidden_dim, heads=num_heads, dim_head=hidden_dim // num_heads,
-                                         dropout=dropout)
+                                         dropout=dropout, num_landmarks=num_landmarks)
         elif attn_type is None:
             self.Attn = LinearSelfAttention(hidden_dim, causal=False, heads=num_heads, dropout=dropout,
                                             attn_dropout=attention_dropout)
@@ -134,7 +137,7 @@ class ONO2(nn.Module):
 
     def __init__(self, space_dim=1, n_layers=5, n_hidden=256, dropout=0.0, attn_dropout=0.0, n_head=8,
                  Time_Input=False, act="gelu", attn_type=None, mlp_ratio=1, orth=False, psi_dim=64,
-                 momentum=0.9, fun_dim=1, out_dim=1):
+                 momentum=0.9, fun_dim=1, out_dim=1, num_landmarks=256):
         super().__init__()
         if Time_Input:
             raise NotImplementedError("Time_Input is not restated")
@@ -145,7 +148,8 @@ class ONO2(nn.Module):
         self.blocks = nn.ModuleList([
             ONOBlock(num_heads=n_head, hidden_dim=n_hidden, dropout=dropout, attention_dropout=attn_dropout,
                      act=act, attn_type=attn_type, mlp_ratio=mlp_ratio, orth=orth, momentum=momentum,
-                     psi_dim=psi_dim, out_dim=out_dim, last_layer=(i == n_layers - 1))
+                     psi_dim=psi_dim, out_dim=out_dim, last_layer=(i == n_layers - 1),
+                     num_landmarks=num_landmarks)
             for i in range(n_layers)])
         self.apply(self._init_weights)
 

@@ -112,15 +112,16 @@ def central_diff(x, s):
     return dx, dy
 
 
-def darcy_loss(p, y, s):
-    """ONO's Darcy loss: relative L2 plus 0.1 × the relative L2 of the central differences."""
+def darcy_loss(p, y, s, alpha=0.1):
+    """ONO's Darcy loss: relative L2 plus alpha (0.1) × the relative L2 of the central
+    differences."""
     b = p.shape[0]
     l2 = rel_l2_sum(p, y)
     p = p.reshape(b, s, s)[:, 1:-1, 1:-1]
     p = torch.nn.functional.pad(p, (1, 1, 1, 1))
     px, py = central_diff(p, s)
     tx, ty = central_diff(y.reshape(b, s, s), s)
-    return l2 + 0.1 * (rel_l2_sum(px, tx) + rel_l2_sum(py, ty))
+    return l2 + alpha * (rel_l2_sum(px, tx) + rel_l2_sum(py, ty))
 
 
 def ono_loss(out, y, shapes):

@@ -82,10 +82,12 @@ enum Cmd {
     /// Reproduce the ONO paper's tables: set up, build the release `ono` binary and run
     /// `ono reproduce` with these arguments: `[--profile quick|paper] [--only TABLES]
     /// [--models M,…] [--device D] [--data-dir DIR] [--neuralop-dir DIR] [--out DIR] [--threads N]
-    /// [--plan-only]` (`ono reproduce --help`); the neuraloperator 0.3.0 files (the reduced
-    /// profiles' Darcy) are fetched first unless a folder is named. Finished experiments are
-    /// skipped and interrupted ones resume,
-    /// so the same command continues a run.
+    /// [--plan-only] [--reference]` (`ono reproduce --help`); the neuraloperator 0.3.0 files
+    /// (the reduced profiles' Darcy) are fetched first unless a folder is named. `--reference`
+    /// also trains every trained experiment with the PyTorch reference loop
+    /// (`benches/pytorch/train_ref.py`, in the libtorch's Python, its packages installed) and
+    /// reports both. Finished experiments are skipped and interrupted ones resume, so the same
+    /// command continues a run.
     Reproduce {
         /// Arguments of `ono reproduce`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -187,6 +189,7 @@ fn main() -> Result<()> {
             for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
                 cmd.env(var, "1");
             }
+            reference_python(&env, &mut cmd)?;
             run(cmd)?;
             if whole_workspace {
                 run_downstream_example(&env)?;
@@ -243,7 +246,26 @@ fn main() -> Result<()> {
             if let Some(commit) = git_commit() {
                 cmd.env("ONO_COMMIT", commit);
             }
+            // `--reference`: the PyTorch reference loop after each trained experiment, run by
+            // the Python of the libtorch in use, with the restatements' pinned packages.
+            let reference = args.iter().any(|a| a == "--reference");
+            let args: Vec<OsString> = args.into_iter().filter(|a| a != "--reference").collect();
             cmd.arg("reproduce").args(&args);
+            if reference {
+                let python = env.python().context(
+                    "--reference runs the PyTorch loop with the Python of the libtorch in use, \
+                     and LIBTORCH names no Python: unset LIBTORCH (xtask's own venv) or set \
+                     LIBTORCH_USE_PYTORCH",
+                )?;
+                bench_compare::ensure_packages(python, env.managed())?;
+                cmd.arg("--reference-python").arg(python);
+                cmd.arg("--reference-script").arg(
+                    workspace_root()
+                        .join("benches")
+                        .join("pytorch")
+                        .join("train_ref.py"),
+                );
+            }
             // The reduced profiles' Darcy is the neuraloperator wheel's set: fetched once (or
             // reused from the cache), unless the call names its own folder.
             let named = args.iter().any(|a| {
@@ -368,6 +390,27 @@ fn setup() -> Result<TorchEnv> {
         start.elapsed().as_secs_f64()
     ));
     Ok(env)
+}
+
+/// Names the Python of the libtorch in use to the tests that run the PyTorch reference loop
+/// (`ONO_REFERENCE_PYTHON`), after installing the restatements' pinned packages into the xtask's
+/// own venv. A Python the xtask does not manage is named only when it has them; without one those
+/// tests say they were skipped.
+fn reference_python(env: &TorchEnv, cmd: &mut Command) -> Result<()> {
+    let Some(python) = env.python() else {
+        torch::say("no Python beside libtorch: the reference-loop tests are skipped");
+        return Ok(());
+    };
+    match bench_compare::ensure_packages(python, env.managed()) {
+        Ok(()) => {
+            cmd.env("ONO_REFERENCE_PYTHON", python);
+        }
+        Err(e) if !env.managed() => {
+            torch::say(format!("the reference-loop tests are skipped: {e:#}"));
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(())
 }
 
 /// A `cargo` command with the libtorch environment applied.

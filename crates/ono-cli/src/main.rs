@@ -45,6 +45,11 @@ enum Cmd {
         /// Print nothing while training (the summary line is still printed).
         #[arg(long)]
         quiet: bool,
+        /// Also write the run's hand-off to the PyTorch reference loop into this folder (the
+        /// resolved run, its data and its initial weights; see
+        /// `python benches/pytorch/train_ref.py --help`). Not with `--resume`.
+        #[arg(long, conflicts_with = "resume")]
+        handoff: Option<PathBuf>,
     },
     /// Evaluate a training checkpoint on the test split of a dataset; prints one JSON line.
     Eval {
@@ -185,7 +190,8 @@ fn dispatch(command: Cmd) -> Result<bool> {
             config,
             resume,
             quiet,
-        } => train::train(config, resume, quiet)?,
+            handoff,
+        } => train::train(config, resume, quiet, handoff)?,
         Cmd::Eval {
             checkpoint,
             data,

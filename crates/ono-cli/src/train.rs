@@ -4,16 +4,24 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use ono_train::config::TrainConfig;
+use ono_train::handoff::{self, Handoff};
 use ono_train::progress::Progress;
 use ono_train::{RunSpec, Trainer};
 
 use crate::figures::RunFigures;
 
-/// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line.
-pub fn train(config: PathBuf, resume: bool, quiet: bool) -> Result<()> {
+/// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line. With
+/// `handoff`, first writes the run's hand-off to the reference loop there.
+pub fn train(config: PathBuf, resume: bool, quiet: bool, handoff: Option<PathBuf>) -> Result<()> {
     let cfg = TrainConfig::from_file(&config)?;
     let run = RunSpec::resolve(cfg).with_context(|| format!("in {}", config.display()))?;
+    if let Some(dir) = &handoff {
+        Handoff::write(&run, dir).with_context(|| format!("hand-off to {}", dir.display()))?;
+    }
     let mut trainer = Trainer::new(run, resume)?;
+    if let Some(dir) = &handoff {
+        handoff::write_init(trainer.model(), dir)?;
+    }
     trainer.set_observer(RunFigures);
     let total = trainer.steps_per_epoch() * trainer.config().epochs;
     let progress = if quiet {

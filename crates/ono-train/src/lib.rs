@@ -20,6 +20,7 @@ pub mod data_source;
 pub mod decoder;
 mod error;
 pub mod evaluate;
+pub mod handoff;
 pub mod loss;
 pub mod normalizers;
 pub mod observer;

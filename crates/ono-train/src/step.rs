@@ -47,7 +47,8 @@ impl<'a> Target<'a> {
 
 /// How the training loss is formed from the model's output: the experiment's `[loss]` with the
 /// benchmark recipe's values for what it leaves unset.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LossSpec {
     /// The batch reduction (a mean for the Galerkin losses, whatever was configured).
     pub reduction: ReductionName,

@@ -69,6 +69,112 @@ pub struct Outcome {
     pub commit: String,
     /// The experiment as run; a changed plan reruns it.
     pub experiment: Recorded,
+    /// The PyTorch reference loop on the same run (`--reference`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<Reference>,
+}
+
+/// The PyTorch reference loop (`benches/pytorch/train_ref.py`) on a trained experiment's
+/// hand-off, in `<experiment>/reference/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Reference {
+    Done {
+        /// The reference's test error.
+        test_rel_l2: f64,
+        /// Seconds of the reference's epochs (training and evaluation).
+        train_s: f64,
+        /// Seconds of our epochs (metrics.jsonl), the same work.
+        ours_train_s: f64,
+        /// The restatement it trained.
+        network: String,
+        /// `torch.__version__` and its threads.
+        torch: String,
+        threads: i32,
+    },
+    /// The loop restates no part this run needs (its message).
+    Refused {
+        why: String,
+    },
+    Failed {
+        why: String,
+    },
+}
+
+/// Where the reference loop runs: a Python with torch (and the restatements' packages) and the
+/// loop's script.
+#[derive(Debug, Clone)]
+pub struct ReferenceLoop {
+    pub python: PathBuf,
+    pub script: PathBuf,
+}
+
+/// The exit status of `train_ref.py` for a run it does not restate.
+const REFUSED: i32 = 3;
+
+/// The reference loop on trained experiment `e` in `dir` (after ours): its hand-off written to
+/// `dir/reference`, the loop run there unless its result is there for the same hand-off. `None`
+/// for an experiment that trains nothing.
+pub fn reference(e: &Experiment, dir: &Path, rl: &ReferenceLoop) -> Option<Reference> {
+    if !matches!(e.work, Work::Train { .. }) {
+        return None;
+    }
+    Some(
+        run_reference(dir, rl).unwrap_or_else(|err| Reference::Failed {
+            why: format!("{err:#}"),
+        }),
+    )
+}
+
+fn run_reference(dir: &Path, rl: &ReferenceLoop) -> Result<Reference> {
+    use ono_train::handoff::{Handoff, ReferenceResult};
+    let cfg = TrainConfig::from_file(&dir.join("experiment.toml"))?;
+    let run = RunSpec::resolve(cfg)?;
+    let folder = dir.join("reference");
+    let spec = Handoff::of(&run)?;
+    let cached =
+        Handoff::read(&folder).ok() == Some(spec) && ReferenceResult::read(&folder).is_ok();
+    if !cached {
+        // A result of another hand-off must not be read as this one's.
+        let _ = std::fs::remove_file(folder.join(ono_train::handoff::RESULT_FILE));
+        Handoff::write(&run, &folder)?;
+        drop(run);
+        let out = Command::new(&rl.python)
+            .arg(&rl.script)
+            .arg(&folder)
+            .arg("--quiet")
+            .output()
+            .with_context(|| format!("starting {}", rl.python.display()))?;
+        let said = String::from_utf8_lossy(&out.stderr);
+        let last = said
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        match out.status.code() {
+            Some(0) => {}
+            Some(REFUSED) => {
+                return Ok(Reference::Refused {
+                    why: last.trim_start_matches("train_ref: ").to_string(),
+                })
+            }
+            _ => bail!("the reference loop failed ({}): {last}", out.status),
+        }
+    }
+    let r = ReferenceResult::read(&folder)?;
+    let ours_train_s = std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .with_context(|| format!("reading {}/metrics.jsonl", dir.display()))?
+        .lines()
+        .map(|l| Ok(serde_json::from_str::<ono_train::checkpoint::EpochRecord>(l)?.seconds))
+        .sum::<Result<f64>>()?;
+    Ok(Reference::Done {
+        test_rel_l2: r.test_rel_l2,
+        train_s: r.history.iter().map(|h| h.seconds).sum(),
+        ours_train_s,
+        network: r.network,
+        torch: r.torch,
+        threads: r.threads,
+    })
 }
 
 impl Outcome {
@@ -92,6 +198,7 @@ impl Outcome {
             device: ctx.device.clone(),
             commit: ctx.commit.clone(),
             experiment: Recorded::of(e),
+            reference: None,
         }
     }
 }

@@ -10,7 +10,7 @@ mod plan;
 mod report;
 mod values;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
@@ -49,6 +49,15 @@ pub struct Options {
     /// Write plan.md and each experiment's file, run nothing.
     #[arg(long)]
     pub plan_only: bool,
+    /// After each trained experiment, train it again with the PyTorch reference loop
+    /// (`benches/pytorch/train_ref.py`) run by this Python (torch and the restatements'
+    /// packages), and report both (`cargo xtask reproduce --reference` sets it).
+    #[arg(long)]
+    pub reference_python: Option<PathBuf>,
+    /// The reference loop's script (default: benches/pytorch/train_ref.py under the current
+    /// folder).
+    #[arg(long, requires = "reference_python")]
+    pub reference_script: Option<PathBuf>,
 }
 
 /// What every experiment shares.
@@ -61,6 +70,8 @@ pub struct Context {
     pub commit: String,
     pub quiet: bool,
     pub eval_batch: i64,
+    /// Runs the reference loop after each trained experiment.
+    pub reference: Option<execute::ReferenceLoop>,
 }
 
 /// Runs the selected tables of a profile and writes the report; `Ok(false)` when an experiment
@@ -112,6 +123,21 @@ pub fn run(o: Options) -> Result<bool> {
         commit: commit(),
         quiet: false,
         eval_batch: 4,
+        reference: match o.reference_python {
+            Some(python) => {
+                let script = absolute(
+                    o.reference_script
+                        .unwrap_or_else(|| PathBuf::from("benches/pytorch/train_ref.py")),
+                )?;
+                anyhow::ensure!(
+                    script.is_file(),
+                    "--reference-script: {} is not a file",
+                    script.display()
+                );
+                Some(execute::ReferenceLoop { python, script })
+            }
+            None => None,
+        },
     };
     if o.plan_only {
         report::write_plan(&out, profile, &plan, &ctx)?;
@@ -138,7 +164,7 @@ pub fn run(o: Options) -> Result<bool> {
                 e.id,
                 o.test_rel_l2.or(o.step_s).unwrap_or(f64::NAN)
             );
-            outcomes.push(o);
+            outcomes.push(with_reference(o, e, &dir, &ctx, i, n));
             continue;
         }
         let elapsed = started.elapsed().as_secs_f64();
@@ -168,7 +194,7 @@ pub fn run(o: Options) -> Result<bool> {
             execute::Status::MissingData(m) => eprintln!("[{}/{n}] {}: no data: {m}", i + 1, e.id),
             execute::Status::Failed(m) => eprintln!("[{}/{n}] {} FAILED: {m}", i + 1, e.id),
         }
-        outcomes.push(o);
+        outcomes.push(with_reference(o, e, &dir, &ctx, i, n));
     }
     let wall = started.elapsed().as_secs_f64();
     report::write(&out, profile, &plan, paper.as_ref(), &outcomes, &ctx, wall)?;
@@ -181,6 +207,44 @@ pub fn run(o: Options) -> Result<bool> {
     Ok(!outcomes
         .iter()
         .any(|o| matches!(o.status, execute::Status::Failed(_))))
+}
+
+/// A finished experiment with the reference loop's run beside it, when the call asks for one
+/// (its `result.json` rewritten with it).
+fn with_reference(
+    mut o: execute::Outcome,
+    e: &plan::Experiment,
+    dir: &Path,
+    ctx: &Context,
+    i: usize,
+    n: usize,
+) -> execute::Outcome {
+    let Some(rl) = &ctx.reference else { return o };
+    if o.status != execute::Status::Done {
+        return o;
+    }
+    let t = Instant::now();
+    o.reference = execute::reference(e, dir, rl);
+    match &o.reference {
+        Some(execute::Reference::Done { test_rel_l2, .. }) => eprintln!(
+            "[{}/{n}] {}: reference loop {test_rel_l2:.4e} (ours {:.4e}) in {:.0} s",
+            i + 1,
+            e.id,
+            o.test_rel_l2.unwrap_or(f64::NAN),
+            t.elapsed().as_secs_f64()
+        ),
+        Some(execute::Reference::Refused { why }) => {
+            eprintln!("[{}/{n}] {}: no reference loop: {why}", i + 1, e.id)
+        }
+        Some(execute::Reference::Failed { why }) => {
+            eprintln!("[{}/{n}] {}: reference loop FAILED: {why}", i + 1, e.id)
+        }
+        None => {}
+    }
+    if let Err(err) = execute::write_json(&dir.join("result.json"), &o) {
+        eprintln!("{}: {err:#}", dir.display());
+    }
+    o
 }
 
 /// The environment variable naming the neuraloperator files' folder.

@@ -259,6 +259,8 @@ pub fn write(
         }
     }
 
+    md.push_str(&reference_section(plan, &readings));
+
     md.push_str("## Experiments\n\nEach folder holds the experiment file, checkpoints, metrics.jsonl and figures; rerun a cell with `ono train <folder>/experiment.toml --resume`.\n\n| experiment | data | status | wall | machine | device |\n|---|---|---|---|---|---|\n");
     for e in &plan.experiments {
         let o = readings.outcome(&e.id);
@@ -311,6 +313,114 @@ pub fn write(
         }),
     )?;
     Ok(())
+}
+
+/// Ours against the reference loop's error: parity when the ratio lies in this band...
+const PARITY_BAND: (f64, f64) = (0.90, 1.10);
+
+/// "Beside the PyTorch reference loop": per trained experiment (its seeds together) our error
+/// and the reference loop's on the same hand-off, the ratio and the verdict, both loops' seconds
+/// of training and evaluation; then the runs it could not take. Empty when no experiment ran
+/// the reference loop.
+fn reference_section(plan: &Plan, readings: &Readings) -> String {
+    use execute::Reference;
+    let mut rows = String::new();
+    let mut others = String::new();
+    for e in plan.experiments.iter().filter(|e| e.replicate_of.is_none()) {
+        let runs: Vec<&Outcome> = plan
+            .seeds_of(&e.id)
+            .filter_map(|r| readings.outcome(&r.id))
+            .collect();
+        let mut ours = Vec::new();
+        let mut theirs = Vec::new();
+        let (mut ours_s, mut theirs_s) = (0.0, 0.0);
+        let mut network = String::new();
+        for o in &runs {
+            match (&o.reference, o.test_rel_l2) {
+                (
+                    Some(Reference::Done {
+                        test_rel_l2,
+                        train_s,
+                        ours_train_s,
+                        network: n,
+                        ..
+                    }),
+                    Some(mine),
+                ) => {
+                    ours.push(mine);
+                    theirs.push(*test_rel_l2);
+                    ours_s += ours_train_s;
+                    theirs_s += train_s;
+                    network.clone_from(n);
+                }
+                (Some(Reference::Refused { why }), _) => {
+                    let _ = writeln!(others, "- `{}`: not restated: {why}", o.id);
+                }
+                (Some(Reference::Failed { why }), _) => {
+                    let _ = writeln!(others, "- `{}`: FAILED: {why}", o.id);
+                }
+                _ => {}
+            }
+        }
+        if theirs.is_empty() {
+            continue;
+        }
+        let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+        let range = |v: &[f64]| {
+            v.iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                    (a.min(x), b.max(x))
+                })
+        };
+        let (m_ours, m_ref) = (mean(&ours), mean(&theirs));
+        let ratio = m_ours / m_ref;
+        let (lo, hi) = range(&theirs);
+        let verdict = if (PARITY_BAND.0..=PARITY_BAND.1).contains(&ratio) {
+            "parity"
+        } else if theirs.len() > 1 && (lo..=hi).contains(&m_ours) {
+            "parity (inside the reference's seeds)"
+        } else {
+            "differs"
+        };
+        let shown = |v: &[f64]| {
+            if v.len() == 1 {
+                err(v[0])
+            } else {
+                let (a, b) = range(v);
+                format!(
+                    "{} ({}–{}, {} seeds)",
+                    err(mean(v)),
+                    err(a),
+                    err(b),
+                    v.len()
+                )
+            }
+        };
+        let _ = writeln!(
+            rows,
+            "| `{}` | {} | {} | {ratio:.2}× | {verdict} | {} | {} | {:.2}× | {network} |",
+            e.id,
+            shown(&ours),
+            shown(&theirs),
+            clock(ours_s),
+            clock(theirs_s),
+            ours_s / theirs_s,
+        );
+    }
+    if rows.is_empty() && others.is_empty() {
+        return String::new();
+    }
+    let mut md = format!(
+        "## Beside the PyTorch reference loop\n\nEach trained experiment again, trained by `benches/pytorch/train_ref.py`: the reference's own network (restated, proved on the fixtures) from its own seeded initialisation, with torch.optim, torch's schedulers and the scripts' normalizers, loss and evaluation, on the very tensors and recipe of our run (its hand-off in `<experiment>/reference/`). The random streams differ. Parity: ours / reference within [{:.2}, {:.2}], or ours inside the range of the reference's seeds. Time: seconds of training and evaluation epochs in each loop, one after the other on this machine.\n\n| experiment | ours | reference | ours / reference | verdict | our time | reference time | time ratio | reference network |\n|---|---|---|---|---|---|---|---|---|\n",
+        PARITY_BAND.0, PARITY_BAND.1
+    );
+    md.push_str(&rows);
+    if !others.is_empty() {
+        md.push_str("\nNot run beside the reference loop:\n\n");
+        md.push_str(&others);
+    }
+    md.push('\n');
+    md
 }
 
 /// The table's plot, if it has one and something to draw; returns its file name.

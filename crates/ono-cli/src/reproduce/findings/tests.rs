@@ -58,6 +58,7 @@ fn done(e: &Experiment, test: f64, field: f64) -> Outcome {
         commit: String::new(),
         quiet: true,
         eval_batch: 1,
+        reference: None,
     };
     Outcome {
         test_rel_l2: Some(test),
