@@ -1,13 +1,14 @@
 """The PyTorch reference training loop: trains the reference's own network (a restatement in this
 folder, `ref_*.py`, each proved on the fixtures by its `--check`) on a run handed off by
-`ono train --handoff DIR` (or `ono reproduce --reference`), the way the reference scripts train:
-`torch.optim.Adam`/`AdamW`, `torch.optim.lr_scheduler` (`OneCycleLR` stepped per batch, `StepLR`
-and `CosineAnnealingLR` per epoch), `clip_grad_norm_`, the scripts' normalizers (ONO's
-`UnitTransformer`, FNO's `UnitGaussianNormalizer` and the Galerkin Transformer's population-std
-variant), their relative L2 loss summed over the batch (ONO's Darcy derivative term, ONO's
-time_gen weighting of rollout frames), teacher-forced or free-running rollouts, and the test
-error as the mean over test samples of each sample's relative L2 (of the whole rollout for time
-series). It writes DIR/result.json (`ono_train::handoff::ReferenceResult`).
+`ono train --handoff DIR` (or `ono reproduce --reference-python`), the way the reference scripts
+train: `torch.optim.Adam`/`AdamW`, `torch.optim.lr_scheduler` (`OneCycleLR` stepped per batch,
+`StepLR` and `CosineAnnealingLR` per epoch), `clip_grad_norm_`, the scripts' normalizers (ONO's
+and GNOT's `UnitTransformer`, FNO's `UnitGaussianNormalizer` and the Galerkin Transformer's
+population-std variant), their losses (the relative L2 summed over the batch with ONO's Darcy
+derivative term and ONO's time_gen weighting of rollout frames, the Galerkin Transformer's H¹
+loss, GNOT's per-channel loss on normalized values), teacher-forced or free-running rollouts,
+and the test error as the mean over test samples of each sample's relative L2 (of the whole
+rollout for time series). It writes DIR/result.json (`ono_train::handoff::ReferenceResult`).
 
 What it shares with our run: the data tensors (DIR/data.safetensors, ours after reading and
 subsampling, before any normalizer), the resolved recipe (DIR/handoff.json) and the seed. What
@@ -19,7 +20,7 @@ Usage: python benches/pytorch/train_ref.py DIR [--init reference|ours] [--thread
 Exit status 3 (and a `train_ref:` line on stderr): the run needs something not restated here.
 Needs torch (and the packages of the restatement, e.g. nystrom-attention for ONO).
 """
-import argparse, importlib, json, math, os, sys, time
+import argparse, importlib, json, math, os, re, sys, time
 
 import torch
 
@@ -30,7 +31,7 @@ FORMAT = 1
 # normalizer it lacks), as against a failure.
 REFUSED = 3
 # The restatements, each with ARCHS, build, forward, load_reference.
-MODULES = ("ref_ono", "ref_fno", "ref_nsl")
+MODULES = ("ref_ono", "ref_fno", "ref_nsl", "ref_gnot", "ref_galerkin")
 
 
 def refuse(msg):
@@ -87,6 +88,10 @@ def rel_l2(p, y):
 class Run:
     """The hand-off read and checked: everything the loop does not restate is refused by name."""
 
+    # What a split may hold besides fx, y and pos: points of the targets, loss-only channels, and
+    # input functions on their own points (`f0`, `f1`, ...: GNOT's branches).
+    EXTRA = ("query", "aux")
+
     def __init__(self, folder, device):
         with open(os.path.join(folder, "handoff.json")) as f:
             self.spec = spec = json.load(f)
@@ -94,29 +99,50 @@ class Run:
             raise SystemExit(f"train_ref: hand-off format {spec.get('format')}, this loop reads {FORMAT}")
         self.dtype = torch.float64 if spec["double"] else torch.float32
         data = steplib.load_safetensors(os.path.join(folder, "data.safetensors"))
-        unsupported = sorted(k for k in data if k.split(".")[1:2] and k.split(".")[1] not in ("fx", "y", "pos"))
-        if unsupported or "test_grid" in data or "query_grid" in data:
-            refuse("the loop feeds pos, fx and y on one grid; the data also hold "
-                             + ", ".join(unsupported + [k for k in ("test_grid", "query_grid") if k in data]))
+        known = ("fx", "y", "pos") + self.EXTRA
+        unsupported = sorted(k for k in data if "." in k and not (
+            k.split(".", 1)[1] in known or re.fullmatch(r"f\d+", k.split(".", 1)[1])))
+        unsupported += [k for k in ("test_grid",) if k in data]
+        if unsupported:
+            refuse("the loop feeds samples of one size at one resolution; the data also hold "
+                   + ", ".join(unsupported))
         self.grid = [int(v) for v in data["grid"].tolist()] if "grid" in data else None
-        self.split = {s: {k: data[f"{s}.{k}"].to(device, self.dtype) for k in ("fx", "y", "pos")}
-                      for s in ("train", "test")}
+        self.target_grid = ([int(v) for v in data["query_grid"].tolist()] if "query_grid" in data
+                            else self.grid)
+        self.split = {}
+        for s in ("train", "test"):
+            self.split[s] = {k[len(s) + 1:]: v.to(device, self.dtype) for k, v in data.items()
+                             if k.startswith(s + ".")}
+        self.functions = sorted((k for k in self.split["train"] if re.fullmatch(r"f\d+", k)),
+                                key=lambda k: int(k[1:]))
         regime = spec["regime"]
         if regime not in ("steady", "autoregressive"):
             refuse(f"the {regime} regime is not restated (steady, autoregressive)")
         loss = spec["loss"]
-        if loss["kind"] != "rel_l2":
-            refuse(f"the {loss['kind']} loss is not restated (rel_l2)")
+        if loss["kind"] not in ("rel_l2", "galerkin_h1", "gnot"):
+            refuse(f"the {loss['kind']} loss is not restated (rel_l2, galerkin_h1, gnot)")
         norms = spec["normalizers"]
-        for k in ("normalize_pos", "normalize_theta"):
-            if norms.get(k, "none") != "none":
-                refuse(f"{k} = {norms[k]} is not restated")
+        if norms.get("normalize_theta", "none") != "none":
+            refuse(f"normalize_theta = {norms['normalize_theta']} is not restated")
 
     def batch(self, split, idx):
+        """The samples `idx` of a split: a dict with pos, fx, y and what else the split holds."""
         s = self.split[split]
-        pos = s["pos"]
-        pos = pos[idx] if pos.shape[0] > 1 else pos.expand(len(idx), -1, -1)
-        return pos, s["fx"][idx], s["y"][idx]
+        out = {}
+        for k, v in s.items():
+            # Shared positions (and query points) are stored once, (1, N, d).
+            out[k] = v[idx] if v.shape[0] > 1 or k not in ("pos", "query") else v.expand(len(idx), -1, -1)
+        return out
+
+    def extra(self, b):
+        """The keyword inputs of a forward beyond (pos, fx, grid): GNOT's input functions and
+        query points."""
+        kw = {}
+        if self.functions:
+            kw["functions"] = [(b[f], None) for f in self.functions]
+        if "query" in b:
+            kw["query"] = b["query"]
+        return kw
 
 
 def to_precision(model, dtype):
@@ -168,8 +194,14 @@ def main():
     norms = spec["normalizers"]
     x_norm = Normalizer(norms["normalize_x"], run.split["train"]["fx"])
     y_norm = Normalizer(norms["normalize_y"], run.split["train"]["y"])
+    # Positions and query points share one per-channel normalizer (GNOT's); the input functions
+    # on their own points are fed as they are, as ours.
+    pos_norm = Normalizer(norms.get("normalize_pos", "none"), run.split["train"]["pos"])
     for s in run.split.values():
         s["fx"] = x_norm.encode(s["fx"])
+        s["pos"] = pos_norm.encode(s["pos"])
+        if "query" in s:
+            s["query"] = pos_norm.encode(s["query"])
 
     o = spec["optimizer"]
     cls = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[o["kind"]]
@@ -203,13 +235,27 @@ def main():
     mean = loss["reduction"] == "mean"
     clip = o["max_grad_norm"]
 
-    def step_loss(pred, y):
-        if alpha > 0:
-            return steplib.darcy_loss(pred, y, grid[0], alpha)
-        return rel_l2(pred, y)
+    kind = loss["kind"]
+
+    def step_loss(out, b):
+        """(the loss to optimize, its Σ over the batch to log) of a steady forward's output:
+        the relative L2 summed over the batch (+ ONO's Darcy derivative term), or the Galerkin
+        and GNOT losses, batch means by definition (GNOT's on normalized values)."""
+        y, n_b = b["y"], b["y"].shape[0]
+        if kind == "gnot":
+            m = mod.loss(out, y_norm.encode(y))
+            return m, m * n_b
+        pred = y_norm.decode(out)
+        if kind == "galerkin_h1":
+            m = mod.loss(pred, y, run.target_grid, loss["h1_gamma"], b.get("aux"))
+            return m, m * n_b
+        total = (steplib.darcy_loss(pred, y, run.target_grid[0], alpha) if alpha > 0
+                 else rel_l2(pred, y))
+        return (total / n_b if mean else total), total
 
     def rollout(pos, fx, steps, y=None):
-        """Frames (B, N, C) of a rollout; with `y`, also (the loss to optimize, the plain Σ)."""
+        """Frames (B, N, C) of a rollout; with `y`, also (the loss to optimize, the plain Σ over
+        the batch and the frames)."""
         frames, plain, weighted = [], 0.0, 0.0
         for t in range(steps):
             pred = mod.forward(model, pos, fx, grid)
@@ -223,7 +269,10 @@ def main():
                     nxt = yt
             fx = torch.cat((fx[..., c:], nxt), dim=-1)
             frames.append(pred)
-        return frames, (weighted if cumulative else plain), plain
+        optimized = weighted if cumulative else plain
+        if y is not None and mean:
+            optimized = optimized / y.shape[0]
+        return frames, optimized, plain
 
     def evaluate():
         model.eval()
@@ -232,15 +281,15 @@ def main():
         total, per_step = 0.0, None
         with torch.no_grad():
             for i in range(0, m, bs):
-                idx = torch.arange(i, min(m, i + bs))
-                pos, fx, y = run.batch("test", idx)
+                b = run.batch("test", torch.arange(i, min(m, i + bs)))
+                y = b["y"]
                 if autoregressive:
-                    frames, _, _ = rollout(pos, fx, y.shape[-1])
+                    frames, _, _ = rollout(b["pos"], b["fx"], y.shape[-1])
                     pred = torch.stack(frames, -1)
                     steps = torch.stack([rel_l2(pred[..., t], y[..., t]) for t in range(y.shape[-1])])
                     per_step = steps if per_step is None else per_step + steps
                 else:
-                    pred = y_norm.decode(mod.forward(model, pos, fx, grid))
+                    pred = y_norm.decode(mod.forward(model, b["pos"], b["fx"], grid, **run.extra(b)))
                 total += rel_l2(pred, y).item()
         model.train()
         return total / m, ([] if per_step is None else (per_step / m).tolist())
@@ -258,15 +307,14 @@ def main():
         e0 = time.perf_counter()
         loss_sum = 0.0
         for idx in batches(n, bs, gen, fixed):
-            pos, fx, y = run.batch("train", idx)
-            b = len(idx)
+            b = run.batch("train", idx)
             opt.zero_grad()
             if autoregressive:
-                _, optimized, plain = rollout(pos, fx, y.shape[-1], y)
+                _, optimized, plain = rollout(b["pos"], b["fx"], b["y"].shape[-1], b["y"])
             else:
-                pred = y_norm.decode(mod.forward(model, pos, fx, grid))
-                optimized = plain = step_loss(pred, y)
-            (optimized / b if mean else optimized).backward()
+                out = mod.forward(model, b["pos"], b["fx"], grid, **run.extra(b))
+                optimized, plain = step_loss(out, b)
+            optimized.backward()
             if clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             opt.step()

@@ -229,6 +229,84 @@ fn nsl_families_on_darcy_agree_with_the_reference_loop() {
     }
 }
 
+/// GNOT as the quick profile trains it (the input function on its own points, unit-normalized
+/// positions, the relative L2) and with its own loss (per channel, on normalized values).
+#[test]
+fn gnot_on_darcy_agrees_with_the_reference_loop() {
+    let Some(py) = python() else { return };
+    let dir = temp_dir("ref-loop-gnot");
+    for (name, loss) in [
+        ("gnot-rel-l2", ""),
+        ("gnot-own-loss", "[loss]\nkind = \"gnot\""),
+    ] {
+        let toml = darcy_experiment(
+            &dir,
+            "arch = \"gnot\"\npreset = \"gnot_e3\"\n[model.overrides]\nn_head = 2\nn_hidden = 16\nn_inner = 2\nn_layers = 1",
+            &format!("fx_as_function = true\nnormalize_x = \"unit\"\nnormalize_y = \"unit\"\nnormalize_pos = \"unit\"\n{loss}\n[optimizer]\nlr = 0.005\n"),
+        );
+        agree(name, &py, &toml, &dir);
+    }
+}
+
+/// The Galerkin Transformer as its Burgers script trains it: the H¹ loss on the targets'
+/// derivatives (the Galerkin layout's aux channel), Adam, OneCycle with cycled momentum,
+/// clipping, and the best epoch as the result.
+#[test]
+fn galerkin_on_burgers_agrees_with_the_reference_loop() {
+    let Some(py) = python() else { return };
+    let dir = temp_dir("ref-loop-galerkin");
+    let m = miniature::write(Benchmark::Burgers, &dir.join("data")).unwrap();
+    let toml = format!(
+        r#"
+seed = 2
+epochs = 3
+batch_size = {ntrain}
+threads = 1
+double = true
+output_dir = "run"
+
+[model]
+arch = "galerkin"
+preset = "burgers"
+[model.overrides]
+dim_feedforward = 16
+fourier_modes = 3
+n_head = 2
+n_hidden = 8
+num_encoder_layers = 2
+
+[data]
+benchmark = "burgers"
+data_dir = "{data_dir}"
+layout = "galerkin"
+ntrain = {ntrain}
+ntest = {ntest}
+
+[optimizer]
+kind = "adam"
+lr = 0.005
+weight_decay = 0.0
+max_grad_norm = 0.999
+
+[schedule]
+kind = "one_cycle"
+div_factor = 1e4
+final_div_factor = 1e4
+pct_start = 0.2
+
+[checkpoint]
+select_best = true
+"#,
+        ntrain = m.ntrain,
+        ntest = m.ntest,
+        data_dir = dir.join("data").display(),
+    );
+    let handoff = agree("galerkin-burgers", &py, &toml, &dir);
+    let spec = Handoff::read(&handoff).unwrap();
+    assert_eq!(spec.loss.kind, ono_train::config::LossKind::GalerkinH1);
+    assert!(spec.loss.h1_gamma > 0.0 && spec.select_best);
+}
+
 #[test]
 fn autoregressive_ns2d_agrees_with_the_reference_loop() {
     let Some(py) = python() else { return };
@@ -238,6 +316,12 @@ fn autoregressive_ns2d_agrees_with_the_reference_loop() {
         (
             "fno2d-teacher-forced",
             "arch = \"fno2d\"\npreset = \"ns2d\"\n[model.overrides]\nmodes = [3, 3]\nwidth = 8",
+            "teacher_forcing = true",
+            "",
+        ),
+        (
+            "galerkin-teacher-forced",
+            "arch = \"galerkin\"\npreset = \"burgers\"\n[model.overrides]\ndim_feedforward = 16\nfourier_modes = 3\nn_head = 2\nn_hidden = 8\nnum_encoder_layers = 2",
             "teacher_forcing = true",
             "",
         ),
@@ -286,7 +370,13 @@ lr = 0.005
 fn restatements_reproduce_their_fixtures() {
     let Some(py) = python() else { return };
     let dir = script().parent().unwrap().to_path_buf();
-    for file in ["ref_fno.py", "ref_nsl.py", "ono_step.py"] {
+    for file in [
+        "ref_fno.py",
+        "ref_nsl.py",
+        "ref_galerkin.py",
+        "ref_gnot.py",
+        "ono_step.py",
+    ] {
         let out = std::process::Command::new(&py)
             .arg(dir.join(file))
             .arg("--check")
