@@ -411,7 +411,7 @@ fn reference_section(plan: &Plan, readings: &Readings) -> String {
         return String::new();
     }
     let mut md = format!(
-        "## Beside the PyTorch reference loop\n\nEach trained experiment again, trained by `benches/pytorch/train_ref.py`: the reference's own network (restated, proved on the fixtures) from its own seeded initialisation, with torch.optim, torch's schedulers and the scripts' normalizers, loss and evaluation, on the very tensors and recipe of our run (its hand-off in `<experiment>/reference/`). The random streams differ. Parity: ours / reference within [{:.2}, {:.2}], or ours inside the range of the reference's seeds. Time: seconds of training and evaluation epochs in each loop, one after the other on this machine.\n\n| experiment | ours | reference | ours / reference | verdict | our time | reference time | time ratio | reference network |\n|---|---|---|---|---|---|---|---|---|\n",
+        "## Beside the PyTorch reference loop\n\nEach trained experiment again, trained by `benches/pytorch/train_ref.py`: the reference's own network (restated, proved on the fixtures) from its own seeded initialisation, with torch.optim, torch's schedulers and the scripts' normalizers, loss and evaluation, on the very tensors and recipe of our run (its hand-off in `<experiment>/reference/`). The random streams differ. Parity: ours / reference within [{:.2}, {:.2}], or ours inside the range of the reference's seeds. Time: seconds of the training and evaluation epochs in each loop (neither reading the data nor building the network), ours as recorded when our run was made: compare them only where both ran in the same call, one after the other on one machine.\n\n| experiment | ours | reference | ours / reference | verdict | our time | reference time | time ratio | reference network |\n|---|---|---|---|---|---|---|---|---|\n",
         PARITY_BAND.0, PARITY_BAND.1
     );
     md.push_str(&rows);
@@ -596,5 +596,89 @@ mod tests {
             "{coarse}"
         );
         assert!(paper_only(&paper, &paper).contains("runs every cell"));
+    }
+
+    /// One row per experiment with its seeds together: the means' ratio, the verdict (inside
+    /// the band, inside the reference's seeds, or not) and both times; refusals listed below.
+    #[test]
+    fn the_reference_section_compares_seeds_together() {
+        use execute::Reference;
+        let data = DataPaths {
+            published: PathBuf::from("/data"),
+            neuralop: PathBuf::from("/neuralop"),
+            generated: PathBuf::from("/out/data"),
+        };
+        let quick = plan(Profile::Quick, &data).unwrap();
+        let ctx = Context {
+            exe: Default::default(),
+            device: "cpu".into(),
+            threads: None,
+            machine: String::new(),
+            commit: String::new(),
+            quiet: true,
+            eval_batch: 1,
+            reference: None,
+        };
+        let done = |ours: f64, theirs: f64| {
+            (
+                ours,
+                Some(Reference::Done {
+                    test_rel_l2: theirs,
+                    train_s: 10.0,
+                    ours_train_s: 8.0,
+                    network: "ref_fno: FNO".into(),
+                    torch: "2.11.0".into(),
+                    threads: 2,
+                }),
+            )
+        };
+        let runs = [
+            // Mean 0.11 against 0.10: 1.10×, on the band's edge.
+            ("darcy/fno", done(0.10, 0.09)),
+            ("darcy/fno@seed1", done(0.12, 0.11)),
+            // 0.13 against a mean of 0.10, inside neither the band nor the seeds' 0.08–0.12.
+            ("darcy/ono", done(0.13, 0.08)),
+            ("darcy/ono@seed1", done(0.13, 0.12)),
+            // 0.125 against 0.10 and 0.15: 1.0×, parity.
+            ("darcy/lsm", done(0.125, 0.10)),
+            ("darcy/lsm@seed1", done(0.125, 0.15)),
+            (
+                "elasticity/ono-galerkin",
+                (
+                    0.3,
+                    Some(Reference::Refused {
+                        why: "no reference".into(),
+                    }),
+                ),
+            ),
+        ];
+        let outcomes: Vec<Outcome> = runs
+            .iter()
+            .map(|(id, (ours, reference))| {
+                let e = quick.experiments.iter().find(|e| e.id == *id).unwrap();
+                Outcome {
+                    test_rel_l2: Some(*ours),
+                    reference: reference.clone(),
+                    ..Outcome::new(e, &ctx)
+                }
+            })
+            .collect();
+        let md = reference_section(&quick, &Readings::new(&quick, &outcomes));
+        let row = |id: &str| {
+            md.lines()
+                .find(|l| l.starts_with(&format!("| `{id}` |")))
+                .unwrap_or_else(|| panic!("no row for {id} in {md}"))
+                .to_string()
+        };
+        let fno = row("darcy/fno");
+        assert!(fno.contains("| 1.10× | parity |"), "{fno}");
+        assert!(fno.contains("2 seeds"), "{fno}");
+        assert!(fno.contains("| 0.80× |"), "{fno}");
+        assert!(row("darcy/ono").contains("| differs |"));
+        let lsm = row("darcy/lsm");
+        assert!(lsm.contains("| 1.00× | parity |"), "{lsm}");
+        assert!(md.contains("- `elasticity/ono-galerkin`: not restated: no reference"));
+        assert!(!md.contains("| `darcy/fno@seed1` |"));
+        assert_eq!(reference_section(&quick, &Readings::new(&quick, &[])), "");
     }
 }
