@@ -317,11 +317,12 @@ def main():
             optimized.backward()
             if clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            # The rate this step uses, as ours logs it (the scheduler moves it on after).
+            lr = opt.param_groups[0]["lr"]
             opt.step()
             if per_batch is not None:
                 per_batch.step()
             loss_sum += plain.item()
-        lr = opt.param_groups[0]["lr"]
         if per_epoch is not None:
             per_epoch.step()
         due = (epoch + 1) % spec["eval_every_epochs"] == 0 or epoch + 1 == epochs

@@ -70,7 +70,8 @@ fn rel(a: f64, b: f64) -> f64 {
     (a - b).abs() / b.abs().max(1e-12)
 }
 
-/// The largest relative disagreement over the epochs' training losses and test errors.
+/// The largest relative disagreement over the epochs' training losses, test errors and learning
+/// rates.
 fn disagreement(ours: &[EpochRecord], theirs: &ReferenceResult) -> f64 {
     assert_eq!(ours.len(), theirs.history.len());
     ours.iter()
@@ -80,7 +81,9 @@ fn disagreement(ours: &[EpochRecord], theirs: &ReferenceResult) -> f64 {
                 (Some(x), Some(y)) => rel(x, y),
                 (x, y) => panic!("epoch {}: test errors {x:?} and {y:?}", a.epoch),
             };
-            rel(a.train_loss, b.train_loss).max(test)
+            rel(a.train_loss, b.train_loss)
+                .max(test)
+                .max(rel(a.lr, b.lr))
         })
         .fold(0.0, f64::max)
 }

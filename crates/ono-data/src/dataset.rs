@@ -395,13 +395,17 @@ pub struct TensorDataset {
 }
 
 impl TensorDataset {
-    /// Checks both splits and that they agree on channels and grid.
+    /// Checks both splits and that they agree on channels and grid. The time axes of time
+    /// series may differ: `data.train_steps` trains on the first steps and tests on all.
     pub fn validate(&self) -> Result<()> {
         self.train.validate("train")?;
         self.test.validate("test")?;
         let (a, b) = (self.train.fx.size(), self.test.fx.size());
         let (ya, yb) = (self.train.y.size(), self.test.y.size());
-        if a[2] != b[2] || ya[2..] != yb[2..] || self.train.pos.size()[2] != self.test.pos.size()[2]
+        if a[2] != b[2]
+            || ya.len() != yb.len()
+            || ya[2] != yb[2]
+            || self.train.pos.size()[2] != self.test.pos.size()[2]
         {
             return Err(Error::Invalid(format!(
                 "train and test disagree on channels: fx {a:?} / {b:?}, y {ya:?} / {yb:?}"
@@ -824,6 +828,42 @@ mod tests {
             query_grid: Some(vec![2, 2]),
             test_grid: None,
         }
+    }
+
+    /// Time series trained on their first steps (`data.train_steps`) keep fewer steps in the
+    /// training split than in the test split, and write and read back so; other channels must
+    /// agree.
+    #[test]
+    fn time_axes_may_differ_channels_may_not() {
+        let opts = (Kind::Float, Device::Cpu);
+        let split = |s: i64, c: i64, t: i64| {
+            Split::new(
+                Tensor::randn([s, 4, 3], opts),
+                Tensor::randn([s, 4, c, t], opts) + 3.0,
+                grid_positions_2d(2, 2).unwrap(),
+            )
+        };
+        let ds = TensorDataset {
+            train: split(3, 1, 2),
+            test: split(2, 1, 5),
+            grid: Some(vec![2, 2]),
+            query_grid: None,
+            test_grid: None,
+        };
+        ds.validate().unwrap();
+        let path =
+            std::env::temp_dir().join(format!("ono-steps-{}.safetensors", std::process::id()));
+        ds.write(&path).unwrap();
+        let back = TensorDataset::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(back.train.y.size(), [3, 4, 1, 2]);
+        assert_eq!(back.test.y.size(), [2, 4, 1, 5]);
+        let bad = TensorDataset {
+            test: split(2, 2, 5),
+            ..ds
+        };
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("disagree on channels"), "{err}");
     }
 
     /// Query points and aux channels survive the file, batches and `take`; targets on the
