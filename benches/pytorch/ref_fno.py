@@ -35,7 +35,6 @@ Check: `python benches/pytorch/ref_fno.py --check` reproduces every case of fixt
 fixtures/geofno but `nsl_fno_irregular_small` (NSL's FNO, another module) through `build` and
 `forward`, and the reference configurations' parameter counts. Needs torch and numpy.
 """
-import argparse
 import json
 import math
 import os
@@ -750,9 +749,4 @@ def check():
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--check", action="store_true", help="reproduce the FNO and Geo-FNO fixtures")
-    if p.parse_args().check:
-        check()
-    else:
-        p.print_help()
+    steplib.check_main(__doc__, check)

@@ -47,7 +47,7 @@ fixtures/train/galerkin_losses.safetensors (the reference's own loss classes), a
 no fixture reaches (linear and softmax attention, 2-D SimpleTransformer, non-square grids, the
 inverse problem's query, the reference dropout mode, float64) once. Needs torch and numpy.
 """
-import argparse, copy, csv, json, math, os, sys
+import copy, csv, json, math, os, sys
 
 import numpy as np
 import torch
@@ -1176,13 +1176,4 @@ def check():
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--check", action="store_true", help="reproduce the fixtures (see above)")
-    if not p.parse_args().check:
-        p.print_help()
-        sys.exit(2)
-    try:
-        check()
-    except AssertionError as e:
-        print(e, file=sys.stderr)
-        sys.exit(1)
+    steplib.check_main(__doc__, check)

@@ -44,7 +44,6 @@ fixtures/gnot/reference_param_counts.json through our presets; and what no fixtu
 masks of `mask_padding`, `loss` against upstream's pooled formula, dropout, the refusals).
 Needs torch and numpy.
 """
-import argparse
 import json
 import os
 import sys
@@ -54,6 +53,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gnot_step  # noqa: E402
 import steplib  # noqa: E402
 
 UPSTREAM = ("https://github.com/thu-ml/GNOT", "5ee2e6925a43f9a340a6016bad4da2c82a452cbe")
@@ -140,23 +140,9 @@ def config(fields):
 # The network (models/mlp.py, models/mmgpt.py, models/cgpt.py)
 ################################################################################################
 
-class MLP(nn.Module):
-    """`models/mlp.py` MLP: GELU(linear_pre x), n_layers x [GELU(linears.i h) + h], linear_post.
-    Registered (and drawn) in upstream's order: linear_pre, linear_post, linears."""
-
-    def __init__(self, n_input, n_hidden, n_output, n_layers):
-        super().__init__()
-        self.act = nn.GELU()
-        self.n_layers = n_layers
-        self.linear_pre = nn.Linear(n_input, n_hidden)
-        self.linear_post = nn.Linear(n_hidden, n_output)
-        self.linears = nn.ModuleList([nn.Linear(n_hidden, n_hidden) for _ in range(n_layers)])
-
-    def forward(self, x):
-        x = self.act(self.linear_pre(x))
-        for i in range(self.n_layers):
-            x = self.act(self.linears[i](x)) + x
-        return self.linear_post(x)
+# `models/mlp.py`'s MLP as gnot_step.py restates it (registered, and so drawn, in upstream's
+# order: linear_pre, linear_post, linears).
+MLP = gnot_step.MLP
 
 
 def _heads(t, n_head):
@@ -741,13 +727,4 @@ def check():
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--check", action="store_true", help="reproduce the fixtures (see above)")
-    if not p.parse_args().check:
-        p.print_help()
-        sys.exit(2)
-    try:
-        check()
-    except AssertionError as e:
-        print(e, file=sys.stderr)
-        sys.exit(1)
+    steplib.check_main(__doc__, check)

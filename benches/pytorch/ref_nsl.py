@@ -36,7 +36,7 @@ families (fixtures/{ffno,ufno,lsm,transolver}, fixtures/geofno/nsl_fno_*) throug
 and runs every code path the fixtures do not reach (1-D and 3-D grids, time inputs) once.
 Needs torch and numpy.
 """
-import argparse, json, math, os, sys
+import json, math, os, sys
 
 import numpy as np
 import torch
@@ -1246,13 +1246,4 @@ def check():
 
 
 if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
-    p.add_argument("--check", action="store_true", help="reproduce the fixtures (see above)")
-    if not p.parse_args().check:
-        p.print_help()
-        sys.exit(2)
-    try:
-        check()
-    except AssertionError as e:
-        print(e, file=sys.stderr)
-        sys.exit(1)
+    steplib.check_main(__doc__, check)

@@ -2,7 +2,7 @@
 and the timing loop with its JSON line, so that every script times and reports a step the way
 `ono bench-step` does (one process, warm-up steps untimed, median and fastest step, peak RSS).
 """
-import argparse, json, os, resource, statistics, time
+import argparse, json, os, resource, statistics, sys, time
 
 import numpy as np
 import torch
@@ -198,3 +198,18 @@ def setup(args):
     if args.threads:
         torch.set_num_threads(args.threads)
     return args.warmup if args.warmup is not None else (2 if args.device == "cuda" else 1)
+
+
+def check_main(doc, check):
+    """The command line of a `ref_*.py` restatement: `--check` runs `check`, which raises
+    AssertionError on a failure (exit 1); without it, the help (exit 2)."""
+    p = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
+    p.add_argument("--check", action="store_true", help="reproduce the fixtures (see above)")
+    if not p.parse_args().check:
+        p.print_help()
+        raise SystemExit(2)
+    try:
+        check()
+    except AssertionError as e:
+        print(e, file=sys.stderr)
+        raise SystemExit(1)

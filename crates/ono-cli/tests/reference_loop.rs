@@ -48,6 +48,11 @@ fn ours(dir: &Path, toml: &str) -> Vec<EpochRecord> {
         .arg(dir.join("handoff"))
         .output()
         .unwrap());
+    our_epochs(dir)
+}
+
+/// The epochs of our run in `dir/run`.
+fn our_epochs(dir: &Path) -> Vec<EpochRecord> {
     std::fs::read_to_string(dir.join("run/metrics.jsonl"))
         .unwrap()
         .lines()
@@ -197,12 +202,7 @@ fn fno2d_and_ono_on_darcy_agree_with_the_reference_loop_and_a_changed_run_does_n
     )
     .unwrap();
     let changed = reference(&py, &handoff);
-    let mine: Vec<EpochRecord> = std::fs::read_to_string(dir.join("fno2d/run/metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let worst = disagreement(&mine, &changed);
+    let worst = disagreement(&our_epochs(&dir.join("fno2d")), &changed);
     assert!(
         worst > 10.0 * TOL,
         "a changed recipe still agrees: {worst:.2e}"

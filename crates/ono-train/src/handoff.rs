@@ -166,20 +166,7 @@ impl Handoff {
 
     /// Reads `handoff.json` from `dir`; refuses another [`FORMAT`].
     pub fn read(dir: &Path) -> Result<Self> {
-        let path = dir.join(SPEC_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        let spec: Self = serde_json::from_str(&text)
-            .map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
-        if spec.format != FORMAT {
-            return Err(Error::Data(format!(
-                "{}: hand-off format {}, this build reads {FORMAT}",
-                path.display(),
-                spec.format
-            )));
-        }
+        let (spec, _): (Self, _) = read_json(&dir.join(SPEC_FILE), |s: &Self| s.format)?;
         Ok(spec)
     }
 }
@@ -236,20 +223,7 @@ pub struct ReferenceEpoch {
 impl ReferenceResult {
     /// Reads `result.json` from `dir`; refuses another [`FORMAT`] or a non-finite error.
     pub fn read(dir: &Path) -> Result<Self> {
-        let path: PathBuf = dir.join(RESULT_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|e| Error::Io {
-            path: path.clone(),
-            source: e,
-        })?;
-        let r: Self = serde_json::from_str(&text)
-            .map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
-        if r.format != FORMAT {
-            return Err(Error::Data(format!(
-                "{}: result format {}, this build reads {FORMAT}",
-                path.display(),
-                r.format
-            )));
-        }
+        let (r, path) = read_json(&dir.join(RESULT_FILE), |r: &Self| r.format)?;
         if !r.test_rel_l2.is_finite() {
             return Err(Error::Data(format!(
                 "{}: the reference loop's test error is {}",
@@ -259,4 +233,25 @@ impl ReferenceResult {
         }
         Ok(r)
     }
+}
+
+/// A hand-off file as a `T` (and its path, for messages); refuses another [`FORMAT`].
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    format: impl Fn(&T) -> u32,
+) -> Result<(T, PathBuf)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let value: T =
+        serde_json::from_str(&text).map_err(|e| Error::Data(format!("{}: {e}", path.display())))?;
+    let found = format(&value);
+    if found != FORMAT {
+        return Err(Error::Data(format!(
+            "{}: format {found}, this build reads {FORMAT}",
+            path.display()
+        )));
+    }
+    Ok((value, path.to_path_buf()))
 }

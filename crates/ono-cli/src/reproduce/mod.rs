@@ -74,6 +74,23 @@ pub struct Context {
     pub reference: Option<execute::ReferenceLoop>,
 }
 
+#[cfg(test)]
+impl Context {
+    /// A quiet CPU context with nothing recorded, for outcomes made in tests.
+    pub fn for_tests() -> Self {
+        Context {
+            exe: Default::default(),
+            device: "cpu".into(),
+            threads: None,
+            machine: String::new(),
+            commit: String::new(),
+            quiet: true,
+            eval_batch: 1,
+            reference: None,
+        }
+    }
+}
+
 /// Runs the selected tables of a profile and writes the report; `Ok(false)` when an experiment
 /// failed (missing published files are not failures: they are reported by name).
 pub fn run(o: Options) -> Result<bool> {

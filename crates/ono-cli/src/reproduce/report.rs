@@ -609,16 +609,7 @@ mod tests {
             generated: PathBuf::from("/out/data"),
         };
         let quick = plan(Profile::Quick, &data).unwrap();
-        let ctx = Context {
-            exe: Default::default(),
-            device: "cpu".into(),
-            threads: None,
-            machine: String::new(),
-            commit: String::new(),
-            quiet: true,
-            eval_batch: 1,
-            reference: None,
-        };
+        let ctx = Context::for_tests();
         let done = |ours: f64, theirs: f64| {
             (
                 ours,

@@ -50,16 +50,7 @@ fn cell(table: usize, row: &str, column: &str, paper: Option<f64>, source: Sourc
 
 /// A finished experiment with test error `test` against mean field `field`.
 fn done(e: &Experiment, test: f64, field: f64) -> Outcome {
-    let ctx = Context {
-        exe: Default::default(),
-        device: "cpu".into(),
-        threads: None,
-        machine: String::new(),
-        commit: String::new(),
-        quiet: true,
-        eval_batch: 1,
-        reference: None,
-    };
+    let ctx = Context::for_tests();
     Outcome {
         test_rel_l2: Some(test),
         mean_field: Some(field),
