@@ -184,10 +184,10 @@ pub trait NeuralOperator: std::fmt::Debug + Send {
         matches!(mode, Recompute::None | Recompute::Auto)
     }
 
-    /// What `Recompute::Auto` means for this model on `device` (the measured best there; see
-    /// docs/benchmarks.md).
-    fn default_recompute(&self, device: tch::Device) -> Recompute {
-        let _ = device;
+    /// What `Recompute::Auto` means for this model on `input`'s device and at its size (the
+    /// measured best there; see docs/benchmarks.md).
+    fn default_recompute(&self, input: &ModelInput<'_>) -> Recompute {
+        let _ = input;
         Recompute::None
     }
 

@@ -298,10 +298,12 @@ fn selective_recomputation_under_bf16_matches_the_plain_backward() {
     }
 }
 
-/// `auto` is selective recomputation on the CPU where the blocks support it, and the plain step
-/// on CUDA (measured on an H100: docs/benchmarks.md); asking needs no GPU.
+/// `auto` is selective recomputation on the CPU where the blocks support it and their streams
+/// reach `SELECTIVE_FROM_STREAM_BYTES`, and the plain step below that and on CUDA (measured on an
+/// H100: docs/benchmarks.md); asking needs no GPU.
 #[test]
-fn auto_recomputation_depends_on_the_device() {
+fn auto_recomputation_depends_on_the_device_and_the_size() {
+    use ono_models::ono::SELECTIVE_FROM_STREAM_BYTES;
     use ono_models::{NeuralOperator, Recompute};
     // `build` reseeds torch's global generator; unlocked, it races the other tests' draws.
     let _rng = ono_testing::torch_rng_lock();
@@ -314,6 +316,23 @@ fn auto_recomputation_depends_on_the_device() {
     };
     let (_vs, model) = build(&cfg, 0);
     assert!(model.supports_selective());
-    assert_eq!(model.default_recompute(Device::Cpu), Recompute::Selective);
-    assert_eq!(model.default_recompute(Device::Cuda(0)), Recompute::None);
+    // `build` makes it float64: streams of 16 channels in 2 blocks, 256 bytes per point.
+    let threshold = (SELECTIVE_FROM_STREAM_BYTES / 256.0) as i64;
+    assert_eq!(
+        model.auto_recompute(Device::Cpu, threshold),
+        Recompute::Selective
+    );
+    assert_eq!(
+        model.auto_recompute(Device::Cpu, threshold - 1),
+        Recompute::None
+    );
+    assert_eq!(
+        model.auto_recompute(Device::Cuda(0), 100 * threshold),
+        Recompute::None
+    );
+    // Through the trait, from a batch's positions (B, N, space_dim).
+    let pos = Tensor::zeros([4, 50, 2], (Kind::Float, Device::Cpu));
+    let fx = Tensor::zeros([4, 50, 1], (Kind::Float, Device::Cpu));
+    let input = ono_models::ModelInput::new(&pos, &fx);
+    assert_eq!(model.default_recompute(&input), Recompute::None);
 }

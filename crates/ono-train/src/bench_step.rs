@@ -187,10 +187,6 @@ pub fn bench_step(
             ),
         ));
     }
-    let recompute = match recompute {
-        Recompute::Auto => model.operator().default_recompute(device),
-        other => other,
-    };
     let (hp, clip) = match recipe {
         StepRecipe::Ono => (
             AdamWConfig {
@@ -221,6 +217,10 @@ pub fn bench_step(
     let input = ModelInput::new(&pos, &fx)
         .with_time(t.as_ref())
         .with_grid(shapes.grid.as_ref().map(|g| &g[..]));
+    let recompute = match recompute {
+        Recompute::Auto => model.operator().default_recompute(&input),
+        other => other,
+    };
     let square = match recipe {
         StepRecipe::Ono => shapes.square,
         StepRecipe::Fno => None,

@@ -128,7 +128,32 @@ impl Ono {
     pub fn kind(&self) -> Kind {
         self.preprocess.kind()
     }
+
+    /// What `recompute = "auto"` runs for a batch of `points` points in all (B·N) on `device`:
+    /// see [`NeuralOperator::default_recompute`] and [`SELECTIVE_FROM_STREAM_BYTES`].
+    pub fn auto_recompute(&self, device: tch::Device, points: i64) -> Recompute {
+        let stream_bytes = points as f64
+            * self.cfg.n_hidden as f64
+            * self.cfg.n_layers as f64
+            * self.kind().elt_size_in_bytes() as f64;
+        if device == tch::Device::Cpu
+            && stream_bytes >= SELECTIVE_FROM_STREAM_BYTES
+            && self.supports_selective()
+        {
+            Recompute::Selective
+        } else {
+            Recompute::None
+        }
+    }
 }
+
+/// The size of the blocks' streams, one (B, N, h) tensor per block, from which `auto` recomputes
+/// on the CPU. The plain step keeps about 25 times that (4.4 GB of peak RSS at the NS2d preset,
+/// whose streams hold 128 MiB), so from here on it would hold gigabytes; below it, recomputation
+/// saves memory nobody misses and costs time: at the quick profile's Darcy cell (16 × 256 points,
+/// width 64, 3 blocks: 3 MiB) the plain step trains an epoch in about 0.8 of the selective one's
+/// time (docs/benchmarks.md, "Selective recomputation").
+pub const SELECTIVE_FROM_STREAM_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
 impl NeuralOperator for Ono {
     fn arch(&self) -> &'static str {
@@ -147,7 +172,7 @@ impl NeuralOperator for Ono {
         recompute: Recompute,
     ) -> Result<Tensor> {
         let mode = match recompute {
-            Recompute::Auto => self.default_recompute(input.pos.device()),
+            Recompute::Auto => self.default_recompute(input),
             other => other,
         };
         if matches!(mode, Recompute::None | Recompute::Auto) {
@@ -174,16 +199,14 @@ impl NeuralOperator for Ono {
         mode != Recompute::Selective || self.supports_selective()
     }
 
-    /// On the CPU, selective recomputation where every block supports it (0.59× PyTorch's
-    /// memory for 9 % more time at NS2d); on CUDA, none: there selective costs 1.3–2.5× the
-    /// plain step's time, and the plain step already beats PyTorch's time at no more memory
-    /// (H100, NS2d, Darcy and Elasticity presets; docs/benchmarks.md).
-    fn default_recompute(&self, device: tch::Device) -> Recompute {
-        if device == tch::Device::Cpu && self.supports_selective() {
-            Recompute::Selective
-        } else {
-            Recompute::None
-        }
+    /// On the CPU, selective recomputation where every block supports it and the step is large
+    /// enough for its memory to matter (0.59× PyTorch's memory for 9 % more time at NS2d); the
+    /// plain step below [`SELECTIVE_FROM_STREAM_BYTES`] and on CUDA. On CUDA selective costs
+    /// 1.3–2.5× the plain step's time, and the plain step already beats PyTorch's time at no more
+    /// memory (H100, NS2d, Darcy and Elasticity presets; docs/benchmarks.md).
+    fn default_recompute(&self, input: &ModelInput<'_>) -> Recompute {
+        let size = input.pos.size();
+        self.auto_recompute(input.pos.device(), size.iter().rev().skip(1).product())
     }
 
     fn reset_statistics(&self) -> Result<()> {

@@ -286,6 +286,10 @@ const CHANGED_SINCE_SNAPSHOT: &[(&str, &str, &str, &str)] = &[
     ("plasticity/ffno", "optimizer", "max_grad_norm", "0.1"),
     ("elasticity/lsm", "", "batch_size", "4"),
     ("plasticity/lsm", "", "batch_size", "4"),
+    // NSL's Elasticity scripts of U-FNO, F-FNO and Transolver: `--scheduler CosineAnnealingLR`.
+    ("elasticity/ufno", "schedule", "kind", "\"cosine\""),
+    ("elasticity/ffno", "schedule", "kind", "\"cosine\""),
+    ("elasticity/transolver", "schedule", "kind", "\"cosine\""),
     // NSL's GNOT NS2d script: no clipping, weight decay 5e-5.
     ("ns2d/gnot", "optimizer", "weight_decay", "5e-5"),
     ("ns2d/gnot", "optimizer", "max_grad_norm", "0.0"),
