@@ -41,17 +41,51 @@ pub fn corner_count(d: usize) -> usize {
 /// - `x`: (B, Ci, n_1, …, n_D)
 /// - `weights`: 2^(D−1) tensors of (Ci, Co, m_1, …, m_D, 2)
 /// - returns: (B, Co, n_1, …, n_D)
+///
+/// Computed as a pruned DFT ([`spectral_conv_pruned`]) where the corners are disjoint and the grid
+/// has more than [`FFT_UP_TO_POINTS`] points, else with the reference's FFTs
+/// ([`spectral_conv_fft`]); the two agree to rounding.
 pub fn spectral_conv(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<Tensor> {
     check(x, weights, modes, norm)?;
-    let x = &widen(x)?;
-    let d = modes.len();
     let spatial = &x.size()[2..];
-    let disjoint = (0..d - 1).all(|j| 2 * modes[j] <= spatial[j]);
-    if disjoint {
-        pruned_dft(x, weights, modes, norm)
+    let points: i64 = spatial.iter().product();
+    if disjoint(modes, spatial) && points > FFT_UP_TO_POINTS {
+        pruned_dft(&widen(x)?, weights, modes, norm)
     } else {
         spectral_conv_fft(x, weights, modes, norm)
     }
+}
+
+/// Grids up to this many points take the FFTs: there the pruned DFT's matrices are nearly full
+/// DFTs (m/n ≥ 1/4 at the small grids FNOs are trained on) and its many small complex products
+/// cost more than the transforms. Measured (`benches/src/bin/spectral_paths.rs`, 2 threads,
+/// forward + backward, docs/benchmarks.md): pruned / FFT 1.27–1.37 at 16², 25² and 32² with 8
+/// modes, 0.47 at 43², 0.86 at 52², 0.89 at 64², 0.21–0.24 at 94² with 12 modes.
+pub const FFT_UP_TO_POINTS: i64 = 32 * 32;
+
+/// No two corners overlap: 2 m_j ≤ n_j along every non-halved axis.
+fn disjoint(modes: &[i64], spatial: &[i64]) -> bool {
+    let d = modes.len();
+    (0..d - 1).all(|j| 2 * modes[j] <= spatial[j])
+}
+
+/// [`spectral_conv`] by matrix products over the kept modes only, at any grid size; an error where
+/// corners overlap (2 m_j > n_j along a non-halved axis).
+pub fn spectral_conv_pruned(
+    x: &Tensor,
+    weights: &[&Tensor],
+    modes: &[i64],
+    norm: &str,
+) -> Result<Tensor> {
+    check(x, weights, modes, norm)?;
+    let spatial = &x.size()[2..];
+    if !disjoint(modes, spatial) {
+        return Err(Error::InvalidArgument {
+            op: "spectral_conv_pruned",
+            msg: format!("the corners of modes {modes:?} overlap on a grid of {spatial:?}"),
+        });
+    }
+    pruned_dft(&widen(x)?, weights, modes, norm)
 }
 
 /// The arguments' checks, shared by both computations.

@@ -3,7 +3,9 @@
 
 use std::f64::consts::PI;
 
-use ono_kernels::spectral::{corner_count, spectral_conv};
+use ono_kernels::spectral::{
+    corner_count, spectral_conv, spectral_conv_fft, spectral_conv_pruned, FFT_UP_TO_POINTS,
+};
 use ono_testing::{assert_close, assert_gradients, seeded};
 use rand::Rng;
 use tch::{Kind, Tensor};
@@ -43,6 +45,12 @@ fn plane_wave(sizes: &[i64], freq: &[i64]) -> Tensor {
     rotated_wave(sizes, freq, 1.0, 0.0)
 }
 
+type Conv = fn(&Tensor, &[&Tensor], &[i64], &str) -> ono_kernels::Result<Tensor>;
+
+/// Both computations, each checked on its own (`spectral_conv` picks one by the grid's size): the
+/// pruned DFT and the reference's FFTs.
+const PATHS: [(&str, Conv); 2] = [("pruned", spectral_conv_pruned), ("fft", spectral_conv_fft)];
+
 #[test]
 fn a_kept_mode_is_scaled_by_exactly_its_weight_in_every_corner() {
     let mut rng = seeded(41);
@@ -77,13 +85,15 @@ fn a_kept_mode_is_scaled_by_exactly_its_weight_in_every_corner() {
             .collect();
         let refs: Vec<&Tensor> = weights.iter().collect();
         let x = plane_wave(&sizes, &freq);
-        let y = spectral_conv(&x, &refs, &modes, "backward").unwrap();
         let mut w = weights[corner].get(0).get(0);
         for &i in &at {
             w = w.get(i);
         }
         let (a, b) = (w.double_value(&[0]), w.double_value(&[1]));
-        assert_close(&y, &rotated_wave(&sizes, &freq, a, b), 1e-10, 1e-12);
+        for (_, conv) in PATHS {
+            let y = conv(&x, &refs, &modes, "backward").unwrap();
+            assert_close(&y, &rotated_wave(&sizes, &freq, a, b), 1e-10, 1e-12);
+        }
     }
 }
 
@@ -91,16 +101,18 @@ fn a_kept_mode_is_scaled_by_exactly_its_weight_in_every_corner() {
 fn modes_above_the_cut_vanish_and_norms_agree_on_single_modes() {
     let mut rng = seeded(42);
     let w = random(&mut rng, &[1, 1, 4, 2]);
-    let x = plane_wave(&[16], &[6]);
-    for norm in ["backward", "ortho", "forward"] {
-        let y = spectral_conv(&x, &[&w], &[4], norm).unwrap();
-        assert_close(&y, &Tensor::zeros_like(&y), 0.0, 1e-12);
+    for (_, conv) in PATHS {
+        let x = plane_wave(&[16], &[6]);
+        for norm in ["backward", "ortho", "forward"] {
+            let y = conv(&x, &[&w], &[4], norm).unwrap();
+            assert_close(&y, &Tensor::zeros_like(&y), 0.0, 1e-12);
+        }
+        // For a round trip rfft → irfft every normalisation gives the same operator.
+        let x = plane_wave(&[16], &[2]);
+        let a = conv(&x, &[&w], &[4], "backward").unwrap();
+        let b = conv(&x, &[&w], &[4], "ortho").unwrap();
+        assert_close(&a, &b, 1e-12, 1e-12);
     }
-    // For a round trip rfft → irfft every normalisation gives the same operator.
-    let x = plane_wave(&[16], &[2]);
-    let a = spectral_conv(&x, &[&w], &[4], "backward").unwrap();
-    let b = spectral_conv(&x, &[&w], &[4], "ortho").unwrap();
-    assert_close(&a, &b, 1e-12, 1e-12);
 }
 
 #[test]
@@ -116,8 +128,8 @@ fn channels_are_contracted_by_the_weight_matrix() {
         1,
     );
     let w = random(&mut rng, &[2, 3, 3, 2]);
-    let y = spectral_conv(&x, &[&w], &[3], "backward").unwrap();
-    for o in 0..3 {
+    for (o, (_, conv)) in (0..3).flat_map(|o| PATHS.map(|p| (o, p))) {
+        let y = conv(&x, &[&w], &[3], "backward").unwrap();
         let mut want = Tensor::zeros([1, 1, 12], (Kind::Double, tch::Device::Cpu));
         for (i, al) in alpha.iter().enumerate() {
             let wio = w.get(i as i64).get(o).get(2);
@@ -134,15 +146,14 @@ fn spectral_conv_has_correct_f64_gradients() {
     let w1 = random(&mut rng, &[2, 2, 2, 2, 2]);
     let w2 = random(&mut rng, &[2, 2, 2, 2, 2]);
     let r = random(&mut rng, &[1, 2, 6, 5]);
-    assert_gradients(
-        |t| {
-            (spectral_conv(&t[0], &[&t[1], &t[2]], &[2, 2], "backward").unwrap() * &r)
-                .sum(Kind::Double)
-        },
-        &[x, w1, w2],
-        1e-6,
-        1e-6,
-    );
+    for (_, conv) in PATHS {
+        assert_gradients(
+            |t| (conv(&t[0], &[&t[1], &t[2]], &[2, 2], "backward").unwrap() * &r).sum(Kind::Double),
+            &[x.shallow_clone(), w1.shallow_clone(), w2.shallow_clone()],
+            1e-6,
+            1e-6,
+        );
+    }
 }
 
 #[test]
@@ -162,12 +173,12 @@ fn bad_configurations_are_errors() {
     );
 }
 
-/// The pruned-DFT computation (the default where corners do not overlap) equals the reference's
+/// The pruned-DFT computation (the default where corners do not overlap on grids above
+/// `FFT_UP_TO_POINTS`) equals the reference's
 /// FFT computation to float64 rounding, outputs and gradients, in 1-D, 2-D and 3-D, for odd and
 /// even sizes, with the Nyquist bin kept, in every normalisation.
 #[test]
 fn the_pruned_dft_equals_the_fft_computation() {
-    use ono_kernels::spectral::spectral_conv_fft;
     let mut rng = seeded(7);
     let cases: Vec<(Vec<i64>, Vec<i64>)> = vec![
         (vec![9], vec![5]),              // odd n, all bins
@@ -190,7 +201,7 @@ fn the_pruned_dft_equals_the_fft_computation() {
                 .map(|_| random(&mut rng, &ws).set_requires_grad(true))
                 .collect();
             let refs: Vec<&Tensor> = w.iter().collect();
-            let a = spectral_conv(&x, &refs, &modes, norm).unwrap();
+            let a = spectral_conv_pruned(&x, &refs, &modes, norm).unwrap();
             let b_ = spectral_conv_fft(&x, &refs, &modes, norm).unwrap();
             let scale = b_.abs().max().double_value(&[]);
             let err = (&a - &b_).abs().max().double_value(&[]) / scale;
@@ -210,4 +221,41 @@ fn the_pruned_dft_equals_the_fft_computation() {
             }
         }
     }
+}
+
+/// `spectral_conv` is the FFT computation on grids of at most `FFT_UP_TO_POINTS` points and where
+/// corners overlap, and the pruned DFT above that size: bit for bit the chosen path's output.
+#[test]
+fn spectral_conv_picks_its_computation_by_grid_size() {
+    let mut rng = seeded(8);
+    let side = (FFT_UP_TO_POINTS as f64).sqrt() as i64;
+    // (sizes, modes, expected path)
+    let cases: [(Vec<i64>, Vec<i64>, &str); 4] = [
+        (vec![side, side], vec![4, 4], "fft"),
+        (vec![side + 1, side], vec![4, 4], "pruned"),
+        (vec![FFT_UP_TO_POINTS + 1], vec![4], "pruned"),
+        (vec![side + 1, side], vec![side / 2 + 1, 4], "fft"), // overlapping corners
+    ];
+    for (sizes, modes, path) in cases {
+        let mut xs = vec![1, 2];
+        xs.extend_from_slice(&sizes);
+        let x = random(&mut rng, &xs);
+        let mut ws = vec![2, 2];
+        ws.extend_from_slice(&modes);
+        ws.push(2);
+        let w: Vec<Tensor> = (0..corner_count(sizes.len()))
+            .map(|_| random(&mut rng, &ws))
+            .collect();
+        let refs: Vec<&Tensor> = w.iter().collect();
+        let y = spectral_conv(&x, &refs, &modes, "backward").unwrap();
+        let want = match path {
+            "fft" => spectral_conv_fft(&x, &refs, &modes, "backward").unwrap(),
+            _ => spectral_conv_pruned(&x, &refs, &modes, "backward").unwrap(),
+        };
+        assert!(y.equal(&want), "{sizes:?} {modes:?}: not the {path} path");
+    }
+    // The pruned DFT alone refuses overlapping corners.
+    let x = random(&mut rng, &[1, 1, 8, 6]);
+    let w = random(&mut rng, &[1, 1, 5, 3, 2]);
+    assert!(spectral_conv_pruned(&x, &[&w, &w], &[5, 3], "backward").is_err());
 }
