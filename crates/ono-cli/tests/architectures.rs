@@ -244,9 +244,13 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
     let summary: Summary = json(&out);
     assert_eq!((summary.resumed_at, summary.steps), (5, 8));
     // The uninterrupted run of commit d099a84 ended here (fixtures/checkpoint_d099a84/README.md).
+    // That run's `recompute = "auto"` meant selective recomputation on the CPU; since issue #28 it
+    // means the plain step at this size, the same mathematics in another float32 summation order
+    // (the two agree to 1e-9 in float64: ono-models/tests/recompute.rs): the three resumed steps
+    // now end 4.4e-6 apart (relative).
     let end = summary.final_test.unwrap();
     let want = 0.29068824648857117;
-    assert!((end - want).abs() <= 1e-6 * want, "{end} vs {want}");
+    assert!((end - want).abs() <= 2e-5 * want, "{end} vs {want}");
 }
 
 fn check_reference(weights: &Path, json: &Path) -> Output {
