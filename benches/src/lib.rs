@@ -123,6 +123,28 @@ fn last_level_cache() -> String {
     }
 }
 
+/// `--rounds R --calls C` of the timing binaries, over `defaults`; a bad flag exits with status 2
+/// naming `bin`.
+pub fn rounds_and_calls(bin: &str, defaults: (usize, u32)) -> (usize, u32) {
+    let (mut rounds, mut calls) = defaults;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let v: u64 = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+            eprintln!("{bin}: {flag} needs a number");
+            std::process::exit(2)
+        });
+        match flag.as_str() {
+            "--rounds" => rounds = v.max(1) as usize,
+            "--calls" => calls = v.max(1) as u32,
+            _ => {
+                eprintln!("{bin}: unknown flag {flag}");
+                std::process::exit(2)
+            }
+        }
+    }
+    (rounds, calls)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,23 +39,7 @@ const VARIANTS: [Variant; 3] = [
 ];
 
 fn main() {
-    let mut rounds = 15usize;
-    let mut calls = 200u32;
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let v: u64 = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-            eprintln!("cholesky_ladder: {flag} needs a number");
-            std::process::exit(2)
-        });
-        match flag.as_str() {
-            "--rounds" => rounds = v.max(1) as usize,
-            "--calls" => calls = v.max(1) as u32,
-            _ => {
-                eprintln!("cholesky_ladder: unknown flag {flag}");
-                std::process::exit(2)
-            }
-        }
-    }
+    let (rounds, calls) = ono_benches::rounds_and_calls("cholesky_ladder", (15, 200));
     tch::manual_seed(0);
     let ks = [8i64, 16, 32];
     let covs: Vec<Tensor> = ks

@@ -27,23 +27,7 @@ const SHAPES: [(i64, i64, i64, i64); 10] = [
 ];
 
 fn main() {
-    let mut rounds = 7usize;
-    let mut calls = 10u32;
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let v: u64 = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-            eprintln!("spectral_paths: {flag} needs a number");
-            std::process::exit(2)
-        });
-        match flag.as_str() {
-            "--rounds" => rounds = v.max(1) as usize,
-            "--calls" => calls = v.max(1) as u32,
-            _ => {
-                eprintln!("spectral_paths: unknown flag {flag}");
-                std::process::exit(2)
-            }
-        }
-    }
+    let (rounds, calls) = ono_benches::rounds_and_calls("spectral_paths", (7, 10));
     tch::manual_seed(0);
     let opts = (Kind::Float, Device::Cpu);
     let inputs: Vec<(Tensor, [Tensor; 2])> = SHAPES
