@@ -4,20 +4,37 @@
 #
 #   BIN=.gpu bash benches/gpu/check.sh [OUT]
 #
-# BIN holds `ono` and `xtask` (release or debug builds of this checkout); WHEELS (default .whl)
-# may hold the PyTorch side's pinned packages as wheels (`xtask bench-compare` lists them), which
-# are installed into a temporary folder. It prints, and writes under OUT (default ./gpu-out):
+# BIN holds `ono`, `xtask`, `spectral_paths` and `cholesky_ladder` (release builds of this
+# checkout: `cargo build --release -p ono-cli -p xtask -p ono-benches --bins`); WHEELS (default
+# .whl) may hold the PyTorch side's pinned packages as wheels (`xtask bench-compare` lists them),
+# which are installed into a temporary folder. DATA (default $BIN/data) holds the quick profile's
+# small inputs for section 5: the neuraloperator Darcy files (`neuraloperator-0.3.0/`, as
+# `cargo xtask reproduce` fetches them) and `darcy_cloud.safetensors` (the quick profile's
+# Elasticity stand-in, from any quick results folder's `data/`). SECTIONS (default "1 2 3 4 5")
+# picks the sections, so that a rerun can repeat only what failed. It prints, and writes under OUT
+# (default ./gpu-out):
 #   1. bench-compare on CUDA: ours against the PyTorch references, ONO and GNOT at the Darcy, NS2d
 #      and Elasticity presets, FNO and the Galerkin Transformer at Darcy (bench-compare.{txt,json});
 #   2. one training step of every other architecture on CUDA with its host-read count
 #      (bench-step.jsonl);
 #   3. `ono reproduce --profile smoke` on CUDA: every table's experiments, a few steps each
-#      (smoke/report.md), resumable, under a time limit.
+#      (smoke/report.md), resumable, under a time limit;
+#   4. the spectral multiply's two paths and the Cholesky ladders on CUDA (kernels.txt);
+#   5. whole training loops on CUDA: the quick profile's Darcy cells of every family there and two
+#      Elasticity cells, EPOCHS epochs of ours (`ono train --handoff`) and then of the PyTorch
+#      reference loop (`benches/pytorch/train_ref.py`) on the same hand-off: data, split, initial
+#      weights and recipe (train/summary.txt).
 set -uo pipefail
 BIN=${BIN:-.gpu}
 WHEELS=${WHEELS:-.whl}
+DATA=${DATA:-$BIN/data}
+SECTIONS=${SECTIONS:-1 2 3 4 5}
+DEVICE=${DEVICE:-cuda}
 OUT=${1:-gpu-out}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+REPO=$(pwd)
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 PY=${PYTHON:-python3}
 TORCH_LIB=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
 export LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -25,24 +42,29 @@ if compgen -G "$WHEELS/*.whl" >/dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/ono-site "$WHEELS"/*.whl && export PYTHONPATH=/tmp/ono-site${PYTHONPATH:+:$PYTHONPATH}
 fi
-ONO="$BIN/ono"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
-"$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))' | tee -a "$OUT/machine.txt"
+ONO=$(cd "$BIN" && pwd)/ono
+if [ "$DEVICE" = cuda ]; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/machine.txt"
+    "$PY" -c 'import torch; print("torch", torch.__version__, torch.cuda.get_device_name(0))' | tee -a "$OUT/machine.txt"
+fi
 nproc | sed 's/^/cpu cores: /' | tee -a "$OUT/machine.txt"
 
-echo "== 1. bench-compare on CUDA"
+if want 1; then
+echo "== 1. bench-compare on $DEVICE"
 timeout "${COMPARE_S:-300}" "$BIN/xtask" bench-compare --ono "$ONO" --python "$(command -v "$PY")" \
-    --device cuda --models ono,gnot,fno,galerkin --steps "${STEPS:-10}" \
+    --device "$DEVICE" --models ono,gnot,fno,galerkin --steps "${STEPS:-10}" \
     --json "$OUT/bench-compare.json" 2>&1 | tee "$OUT/bench-compare.txt"
+fi
 
-echo "== 2. one training step of the other architectures on CUDA"
+if want 2; then
+echo "== 2. one training step of the other architectures on $DEVICE"
 : >"$OUT/bench-step.jsonl"
 for spec in "ufno darcy darcy" "ffno darcy darcy" "lsm darcy darcy" "transolver darcy darcy" \
     "transolver elasticity elasticity" "geofno elasticity elasticity" "fno3d plasticity plasticity" \
     "ono ns2d ns2d" "ono elasticity elasticity"; do
     set -- $spec
     timeout 60 "$ONO" bench-step --arch "$1" --preset "$2" --shapes "$3" --steps 5 --warmup 2 \
-        --device cuda >>"$OUT/bench-step.jsonl" 2>"$OUT/bench-step.err" \
+        --device "$DEVICE" >>"$OUT/bench-step.jsonl" 2>"$OUT/bench-step.err" \
         || echo "{\"arch\": \"$1\", \"preset\": \"$2\", \"failed\": true}" >>"$OUT/bench-step.jsonl"
 done
 "$PY" - "$OUT/bench-step.jsonl" <<'EOF'
@@ -55,12 +77,63 @@ for line in open(sys.argv[1]):
         continue
     print(f"{r['arch']:<11} {r['preset']:<11} {r['batch']:>5} {r['points']:>7} {r['median_s']:>9.4f} {r['params']:>10} {r['host_reads']:>10}")
 EOF
+fi
 
-echo "== 3. the smoke profile on CUDA"
-timeout "${SMOKE_S:-200}" "$ONO" reproduce --profile smoke --device cuda --out "$OUT/smoke" \
+if want 3; then
+echo "== 3. the smoke profile on $DEVICE"
+timeout "${SMOKE_S:-200}" "$ONO" reproduce --profile smoke --device "$DEVICE" --out "$OUT/smoke" \
     >"$OUT/smoke.log" 2>&1
 echo "reproduce exit: $?"
 tail -n 5 "$OUT/smoke.log"
 if [ -f "$OUT/smoke/report.md" ]; then
     grep -c '| done' "$OUT/smoke/report.md" | sed 's/^/experiments done: /'
+fi
+fi
+
+if want 4; then
+echo "== 4. kernels on $DEVICE: the spectral multiply's paths, the Cholesky ladders"
+{
+    timeout 120 "$BIN/spectral_paths" --device "$DEVICE" --rounds "${ROUNDS:-5}" --calls 10
+    timeout 120 "$BIN/cholesky_ladder" --device "$DEVICE" --rounds "${ROUNDS:-5}" --calls 50
+} 2>&1 | tee "$OUT/kernels.txt"
+fi
+
+if want 5; then
+EPOCHS=${EPOCHS:-3}
+CELLS=${CELLS:-darcy/fno darcy/ufno darcy/ffno darcy/lsm darcy/transolver darcy/gnot darcy/ono elasticity/ono elasticity/transolver}
+echo "== 5. training loops on $DEVICE, $EPOCHS epochs: ours, then the PyTorch reference loop"
+plan="$OUT/train"
+"$ONO" reproduce --profile quick --plan-only --out "$plan" --neuralop-dir "$DATA/neuraloperator-0.3.0" >/dev/null \
+    || echo "plan-only failed"
+mkdir -p "$plan/data"
+cp "$DATA/darcy_cloud.safetensors" "$plan/data/" 2>/dev/null || echo "no darcy_cloud.safetensors in $DATA"
+for cell in $CELLS; do
+    d="$plan/$cell"
+    [ -f "$d/experiment.toml" ] || { echo "$cell: not in the quick plan"; continue; }
+    sed -i -e "s/^epochs = .*/epochs = $EPOCHS/" -e "s/^device = .*/device = \"$DEVICE\"/" "$d/experiment.toml"
+    (cd "$d" && timeout "${CELL_S:-120}" "$ONO" train experiment.toml --quiet --handoff ref >ours.log 2>&1) \
+        || { echo "$cell: ours failed"; tail -n 3 "$d/ours.log"; continue; }
+    (cd "$d" && timeout "${CELL_S:-120}" "$PY" "$REPO/benches/pytorch/train_ref.py" ref --quiet >ref.log 2>&1) \
+        || { echo "$cell: reference failed"; tail -n 3 "$d/ref.log"; }
+done
+"$PY" - "$plan" $CELLS <<'EOF' | tee "$OUT/train-summary.txt"
+import json, os, statistics, sys
+plan, cells = sys.argv[1], sys.argv[2:]
+print("Epoch seconds: the first epoch (CUDA warm-up included) and the median of the others; error after the last epoch.")
+print("| cell | ours first / rest s | reference first / rest s | rest ratio | ours rel L2 | reference rel L2 |")
+print("|---|---:|---:|---:|---:|---:|")
+for cell in cells:
+    d = os.path.join(plan, cell)
+    try:
+        ours = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if '"epoch"' in l]
+        ref = json.load(open(os.path.join(d, "ref", "result.json")))
+    except (OSError, ValueError) as e:
+        print(f"| {cell} | missing: {e} | | | | |")
+        continue
+    o = [e["seconds"] for e in ours]
+    r = [e["seconds"] for e in ref["history"]]
+    orest, rrest = statistics.median(o[1:] or o), statistics.median(r[1:] or r)
+    print(f"| {cell} | {o[0]:.2f} / {orest:.3f} | {r[0]:.2f} / {rrest:.3f} | {orest / rrest:.2f} "
+          f"| {ours[-1]['test_rel_l2']:.4f} | {ref['test_rel_l2']:.4f} |")
+EOF
 fi

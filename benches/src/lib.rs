@@ -123,26 +123,80 @@ fn last_level_cache() -> String {
     }
 }
 
-/// `--rounds R --calls C` of the timing binaries, over `defaults`; a bad flag exits with status 2
-/// naming `bin`.
-pub fn rounds_and_calls(bin: &str, defaults: (usize, u32)) -> (usize, u32) {
-    let (mut rounds, mut calls) = defaults;
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let v: u64 = it.next().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-            eprintln!("{bin}: {flag} needs a number");
-            std::process::exit(2)
-        });
-        match flag.as_str() {
-            "--rounds" => rounds = v.max(1) as usize,
-            "--calls" => calls = v.max(1) as u32,
-            _ => {
-                eprintln!("{bin}: unknown flag {flag}");
-                std::process::exit(2)
-            }
+/// The flags of the timing binaries: `--rounds R --calls C [--device cpu|cuda|cuda:N]`.
+#[derive(Debug, Clone, Copy)]
+pub struct TimingFlags {
+    pub rounds: usize,
+    pub calls: u32,
+    pub device: Device,
+}
+
+impl TimingFlags {
+    /// Waits for the device's queued work, so that a clock read after it covers that work (CUDA
+    /// runs asynchronously; the CPU needs nothing).
+    pub fn sync(&self) {
+        if let Device::Cuda(i) = self.device {
+            tch::Cuda::synchronize(i as i64);
         }
     }
-    (rounds, calls)
+
+    /// "CPU" or "CUDA:N", for the tables' headers.
+    pub fn device_name(&self) -> String {
+        match self.device {
+            Device::Cuda(i) => format!("CUDA:{i}"),
+            _ => "CPU".into(),
+        }
+    }
+}
+
+/// Parses the timing flags over `defaults` (rounds, calls; the device defaults to the CPU); a bad
+/// flag, or CUDA asked for where there is none, exits with status 2 naming `bin`.
+pub fn timing_flags(bin: &str, defaults: (usize, u32)) -> TimingFlags {
+    let fail = |msg: String| -> ! {
+        eprintln!("{bin}: {msg}");
+        std::process::exit(2)
+    };
+    let (mut rounds, mut calls) = defaults;
+    let mut device = Device::Cpu;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let Some(v) = it.next() else {
+            fail(format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--rounds" | "--calls" => {
+                let n: u64 = v
+                    .parse()
+                    .unwrap_or_else(|_| fail(format!("{flag} needs a number, not `{v}`")));
+                if flag == "--rounds" {
+                    rounds = n.max(1) as usize;
+                } else {
+                    calls = n.max(1) as u32;
+                }
+            }
+            "--device" => {
+                device = match v.as_str() {
+                    "cpu" => Device::Cpu,
+                    "cuda" => Device::Cuda(0),
+                    other => match other.strip_prefix("cuda:").and_then(|i| i.parse().ok()) {
+                        Some(i) => Device::Cuda(i),
+                        None => fail(format!("--device: `{other}` is not cpu, cuda or cuda:N")),
+                    },
+                };
+                if let Device::Cuda(i) = device {
+                    if i >= tch::Cuda::device_count() as usize {
+                        fail(format!("--device: no CUDA device {i} here"));
+                    }
+                }
+            }
+            _ => fail(format!("unknown flag {flag}")),
+        }
+    }
+    TimingFlags {
+        rounds,
+        calls,
+        device,
+    }
 }
 
 #[cfg(test)]

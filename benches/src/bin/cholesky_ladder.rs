@@ -1,8 +1,8 @@
 //! What the device-side jitter ladder costs against the host-read ladder it replaced (issue #19,
 //! item 1): one factorization of a k×k covariance per orthogonal block per training step.
 //!
-//! `cargo run --release -p ono-benches --bin cholesky_ladder [-- --rounds R --calls C]` prints, for
-//! k = 8, 16, 32 in f32 on the CPU, the time per call (µs) of
+//! `cargo run --release -p ono-benches --bin cholesky_ladder [-- --rounds R --calls C --device D]`
+//! prints, for k = 8, 16, 32 in f32 on the CPU (or D), the time per call (µs) of
 //! - `host`: the previous `psd_safe_cholesky` (a plain attempt, then one host read to decide
 //!   whether to retry; kept here as the baseline),
 //! - `device`: `psd_safe_cholesky_device` (11 candidates in one batch without a graph, the chosen
@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use ono_benches::{forward_backward, SplitMix};
 use ono_kernels::orthonormal::{psd_safe_cholesky, psd_safe_cholesky_device};
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// The host-read ladder before the device one (commit b4c8a27), plain attempt only: the inputs
 /// here are well conditioned, as a training covariance almost always is.
@@ -39,13 +39,14 @@ const VARIANTS: [Variant; 3] = [
 ];
 
 fn main() {
-    let (rounds, calls) = ono_benches::rounds_and_calls("cholesky_ladder", (15, 200));
+    let flags = ono_benches::timing_flags("cholesky_ladder", (15, 200));
+    let (rounds, calls) = (flags.rounds, flags.calls);
     tch::manual_seed(0);
     let ks = [8i64, 16, 32];
     let covs: Vec<Tensor> = ks
         .iter()
         .map(|&k| {
-            let psi = Tensor::randn([4 * 256, k], (Kind::Float, Device::Cpu));
+            let psi = Tensor::randn([4 * 256, k], (Kind::Float, flags.device));
             psi.tr().mm(&psi) / (4 * 256) as f64
         })
         .collect();
@@ -60,6 +61,7 @@ fn main() {
         for &(ki, vi, backward) in &cases {
             let f = VARIANTS[vi].1;
             let a = covs[ki].detach().set_requires_grad(backward);
+            flags.sync();
             let start = Instant::now();
             for _ in 0..calls {
                 if backward {
@@ -71,6 +73,7 @@ fn main() {
                     drop(tch::no_grad(|| f(&a)));
                 }
             }
+            flags.sync();
             let per_call = start.elapsed().as_secs_f64() * 1e6 / calls as f64;
             // Round 0 warms up.
             if round > 0 {
@@ -80,7 +83,8 @@ fn main() {
         }
     }
     println!(
-        "CPU, f32, torch threads {}, {rounds} rounds of {calls} calls, minimum µs per call",
+        "{}, f32, torch threads {}, {rounds} rounds of {calls} calls, minimum µs per call",
+        flags.device_name(),
         tch::get_num_threads()
     );
     println!("| k | pass | host | device | device+read |\n|---|---|---:|---:|---:|");

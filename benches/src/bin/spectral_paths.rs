@@ -1,8 +1,9 @@
 //! Where the pruned DFT pays (issue #28): the FNO spectral multiply computed by matrix products
 //! over the kept modes (`spectral_conv`'s pruned path) against the reference's full FFTs
-//! (`spectral_conv_fft`), forward + backward, on the CPU in float32.
+//! (`spectral_conv_fft`), forward + backward, in float32 on the CPU or, with `--device`, a GPU.
 //!
-//! `cargo run --release -p ono-benches --bin spectral_paths [-- --rounds R --calls C]` prints, per
+//! `cargo run --release -p ono-benches --bin spectral_paths [-- --rounds R --calls C --device D]`
+//! prints, per
 //! 2-D shape (B, C, n × n, m × m modes), the minimum over R rounds of the time per call (µs) of
 //! each path and their ratio; the cases are interleaved in an order shuffled per round.
 
@@ -10,7 +11,7 @@ use std::time::Instant;
 
 use ono_benches::{forward_backward, SplitMix};
 use ono_kernels::spectral::{spectral_conv, spectral_conv_fft};
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 /// (B, C, n, m): batch, channels in and out, grid side, modes per side.
 const SHAPES: [(i64, i64, i64, i64); 10] = [
@@ -27,9 +28,10 @@ const SHAPES: [(i64, i64, i64, i64); 10] = [
 ];
 
 fn main() {
-    let (rounds, calls) = ono_benches::rounds_and_calls("spectral_paths", (7, 10));
+    let flags = ono_benches::timing_flags("spectral_paths", (7, 10));
+    let (rounds, calls) = (flags.rounds, flags.calls);
     tch::manual_seed(0);
-    let opts = (Kind::Float, Device::Cpu);
+    let opts = (Kind::Float, flags.device);
     let inputs: Vec<(Tensor, [Tensor; 2])> = SHAPES
         .iter()
         .map(|&(b, c, n, m)| {
@@ -63,10 +65,12 @@ fn main() {
                     spectral_conv_fft(&t[0], &ws, &modes, "backward").expect("shapes")
                 }
             };
+            flags.sync();
             let start = Instant::now();
             for _ in 0..calls {
                 drop(forward_backward(&f, &leaves));
             }
+            flags.sync();
             let per_call = start.elapsed().as_secs_f64() * 1e6 / calls as f64;
             // Round 0 warms up.
             if round > 0 {
@@ -76,7 +80,8 @@ fn main() {
         }
     }
     println!(
-        "CPU, f32, torch threads {}, {rounds} rounds of {calls} calls, forward + backward, minimum µs per call",
+        "{}, f32, torch threads {}, {rounds} rounds of {calls} calls, forward + backward, minimum µs per call",
+        flags.device_name(),
         tch::get_num_threads()
     );
     println!("| B | C | n | m | pruned | fft | pruned / fft |\n|---|---|---|---|---:|---:|---:|");
