@@ -81,8 +81,10 @@ fi
 
 if want 3; then
 echo "== 3. the smoke profile on $DEVICE"
+neuralop=()
+[ -d "$DATA/neuraloperator-0.3.0" ] && neuralop=(--neuralop-dir "$DATA/neuraloperator-0.3.0")
 timeout "${SMOKE_S:-200}" "$ONO" reproduce --profile smoke --device "$DEVICE" --out "$OUT/smoke" \
-    >"$OUT/smoke.log" 2>&1
+    "${neuralop[@]}" >"$OUT/smoke.log" 2>&1
 echo "reproduce exit: $?"
 tail -n 5 "$OUT/smoke.log"
 if [ -f "$OUT/smoke/report.md" ]; then

@@ -7,8 +7,8 @@
 //!
 //! Two computations of the same map. [`spectral_conv_fft`] is the reference's literally: full
 //! FFTs, a zero spectrum with the corners written in, the inverse FFT. [`spectral_conv`] uses it
-//! only where corners overlap; otherwise it evaluates the transforms as matrix products restricted
-//! to the kept modes (a pruned DFT: 2m_j of n_j frequencies per axis, m_D of the halved last
+//! on GPUs, on small grids and where corners overlap; otherwise it evaluates the transforms as
+//! matrix products restricted to the kept modes (a pruned DFT: 2m_j of n_j frequencies per axis, m_D of the halved last
 //! axis), which with FNO's few modes costs a fraction of the FFTs and of their backward (PyTorch
 //! differentiates `rfftn` with a full complex FFT), on the CPU above all, where the padded sizes
 //! (85 + 9 = 94 = 2·47) are FFT-unfriendly. Both agree to rounding (tested in float64 to 1e-12).
@@ -17,7 +17,7 @@
 //! complex bfloat16 FFT, and the pruned DFT's sums of n phase-weighted terms would carry
 //! bfloat16's 2⁻⁸ relative error on every kept mode.
 
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::precision::widen;
 use crate::{Error, Result};
@@ -42,21 +42,23 @@ pub fn corner_count(d: usize) -> usize {
 /// - `weights`: 2^(D−1) tensors of (Ci, Co, m_1, …, m_D, 2)
 /// - returns: (B, Co, n_1, …, n_D)
 ///
-/// Computed as a pruned DFT ([`spectral_conv_pruned`]) where the corners are disjoint and the grid
-/// has more than [`FFT_UP_TO_POINTS`] points, else with the reference's FFTs
-/// ([`spectral_conv_fft`]); the two agree to rounding.
+/// Computed as a pruned DFT ([`spectral_conv_pruned`]) on the CPU where the corners are disjoint
+/// and the grid has more than [`FFT_UP_TO_POINTS`] points, else with the reference's FFTs
+/// ([`spectral_conv_fft`]); the two agree to rounding. On CUDA the FFTs were as fast or faster at
+/// 9 of the 10 measured shapes, 16² to 141² (one H100, `spectral_paths --device cuda`: pruned /
+/// FFT 0.93–1.40, docs/benchmarks.md), so a GPU always takes them.
 pub fn spectral_conv(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<Tensor> {
     check(x, weights, modes, norm)?;
     let spatial = &x.size()[2..];
     let points: i64 = spatial.iter().product();
-    if disjoint(modes, spatial) && points > FFT_UP_TO_POINTS {
+    if x.device() == Device::Cpu && disjoint(modes, spatial) && points > FFT_UP_TO_POINTS {
         pruned_dft(&widen(x)?, weights, modes, norm)
     } else {
         spectral_conv_fft(x, weights, modes, norm)
     }
 }
 
-/// Grids up to this many points take the FFTs: there the pruned DFT's matrices are nearly full
+/// CPU grids up to this many points take the FFTs: there the pruned DFT's matrices are nearly full
 /// DFTs (m/n ≥ 1/4 at the small grids FNOs are trained on) and its many small complex products
 /// cost more than the transforms. Measured (`benches/src/bin/spectral_paths.rs`, 2 threads,
 /// forward + backward, docs/benchmarks.md): pruned / FFT 1.27–1.37 at 16², 25² and 32² with 8

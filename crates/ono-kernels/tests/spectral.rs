@@ -258,4 +258,16 @@ fn spectral_conv_picks_its_computation_by_grid_size() {
     let x = random(&mut rng, &[1, 1, 8, 6]);
     let w = random(&mut rng, &[1, 1, 5, 3, 2]);
     assert!(spectral_conv_pruned(&x, &[&w, &w], &[5, 3], "backward").is_err());
+    // A GPU takes the FFTs at any size (checked only where one is present).
+    if tch::Cuda::is_available() {
+        let dev = tch::Device::Cuda(0);
+        let x = random(&mut rng, &[1, 2, 64, 64]).to_device(dev);
+        let w: Vec<Tensor> = (0..2)
+            .map(|_| random(&mut rng, &[2, 2, 8, 8, 2]).to_device(dev))
+            .collect();
+        let refs: Vec<&Tensor> = w.iter().collect();
+        let y = spectral_conv(&x, &refs, &[8, 8], "backward").unwrap();
+        let fft = spectral_conv_fft(&x, &refs, &[8, 8], "backward").unwrap();
+        assert!(y.equal(&fft), "CUDA: not the FFT path");
+    }
 }
