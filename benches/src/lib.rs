@@ -175,14 +175,8 @@ pub fn timing_flags(bin: &str, defaults: (usize, u32)) -> TimingFlags {
                 }
             }
             "--device" => {
-                device = match v.as_str() {
-                    "cpu" => Device::Cpu,
-                    "cuda" => Device::Cuda(0),
-                    other => match other.strip_prefix("cuda:").and_then(|i| i.parse().ok()) {
-                        Some(i) => Device::Cuda(i),
-                        None => fail(format!("--device: `{other}` is not cpu, cuda or cuda:N")),
-                    },
-                };
+                device = ono_train::config::parse_device(&v)
+                    .unwrap_or_else(|m| fail(format!("--device: {m}")));
                 if let Device::Cuda(i) = device {
                     if i >= tch::Cuda::device_count() as usize {
                         fail(format!("--device: no CUDA device {i} here"));

@@ -3,9 +3,8 @@
 //! (`spectral_conv_fft`), forward + backward, in float32 on the CPU or, with `--device`, a GPU.
 //!
 //! `cargo run --release -p ono-benches --bin spectral_paths [-- --rounds R --calls C --device D]`
-//! prints, per
-//! 2-D shape (B, C, n × n, m × m modes), the minimum over R rounds of the time per call (µs) of
-//! each path and their ratio; the cases are interleaved in an order shuffled per round.
+//! prints, per 2-D shape (B, C, n × n, m × m modes), the minimum over R rounds of the time per call
+//! (µs) of each path and their ratio; the cases are interleaved in an order shuffled per round.
 
 use std::time::Instant;
 

@@ -8,10 +8,10 @@
 //! Two computations of the same map. [`spectral_conv_fft`] is the reference's literally: full
 //! FFTs, a zero spectrum with the corners written in, the inverse FFT. [`spectral_conv`] uses it
 //! on GPUs, on small grids and where corners overlap; otherwise it evaluates the transforms as
-//! matrix products restricted to the kept modes (a pruned DFT: 2m_j of n_j frequencies per axis, m_D of the halved last
-//! axis), which with FNO's few modes costs a fraction of the FFTs and of their backward (PyTorch
-//! differentiates `rfftn` with a full complex FFT), on the CPU above all, where the padded sizes
-//! (85 + 9 = 94 = 2·47) are FFT-unfriendly. Both agree to rounding (tested in float64 to 1e-12).
+//! matrix products restricted to the kept modes (a pruned DFT: 2m_j of n_j frequencies per axis,
+//! m_D of the halved last axis), which with FNO's few modes costs a fraction of the FFTs and of
+//! their backward on the CPU (PyTorch differentiates `rfftn` with a full complex FFT), where the
+//! padded sizes (85 + 9 = 94 = 2·47) are FFT-unfriendly. Both agree to rounding (tested in float64 to 1e-12).
 //!
 //! Both compute in float32 at least (16-bit input is widened, the output is float32): there is no
 //! complex bfloat16 FFT, and the pruned DFT's sums of n phase-weighted terms would carry
