@@ -388,17 +388,21 @@ impl AdamW {
             } else {
                 let opts = (g.flat.kind(), g.flat.device());
                 let mut parts = Vec::with_capacity(2 * gs.len());
-                let mut end = 0;
+                // One zero block per run of gaps and absent gradients, not one per parameter:
+                // models with many unused parameters would otherwise launch a fill for each.
+                let (mut end, mut zeros_from) = (0, 0);
                 for (t, &(off, numel)) in gs.iter().zip(&g.offsets) {
-                    if off > end {
-                        parts.push(Tensor::f_zeros([off - end], opts)?);
+                    if t.defined() {
+                        if off > zeros_from {
+                            parts.push(Tensor::f_zeros([off - zeros_from], opts)?);
+                        }
+                        parts.push(t.f_reshape([-1])?);
+                        zeros_from = off + numel;
                     }
-                    parts.push(if t.defined() {
-                        t.f_reshape([-1])?
-                    } else {
-                        Tensor::f_zeros([numel], opts)?
-                    });
                     end = off + numel;
+                }
+                if end > zeros_from {
+                    parts.push(Tensor::f_zeros([end - zeros_from], opts)?);
                 }
                 grads.push(Some(Tensor::f_cat(&parts, 0)?));
             }
@@ -470,17 +474,31 @@ impl AdamW {
                 update(&g.hp, &bias(0, step)?, grad, &mut g.slots())?;
                 g.steps.iter_mut().for_each(|s| *s = step);
             } else {
-                // Rare: some parameter had no gradient, or did not at an earlier step.
+                // Some parameter had no gradient, or did not at an earlier step (a model with
+                // unused parameters, every step). Neighbours that have gradients and the same
+                // step count share one update over their stretch of the flat buffers (the gaps
+                // between them are zeros and stay zeros), so the cost is per stretch, not per
+                // parameter. Non-uniform skip counts are per parameter, so they update alone.
                 let all_slots = g.slots();
-                for (i, &(off, numel)) in g.offsets.iter().enumerate() {
+                let merge = skip.is_none() || g.skips_uniform;
+                let mut i = 0;
+                while i < g.offsets.len() {
                     if !present[i] {
+                        i += 1;
                         continue;
                     }
                     let step = g.steps[i] + 1;
+                    let mut j = i + 1;
+                    while merge && j < g.offsets.len() && present[j] && g.steps[j] + 1 == step {
+                        j += 1;
+                    }
+                    let off = g.offsets[i].0;
+                    let numel = g.offsets[j - 1].0 + g.offsets[j - 1].1 - off;
                     let gi = grad.f_narrow(0, off, numel)?;
                     let mut slots = all_slots.narrow(off, numel)?;
                     update(&g.hp, &bias(i, step)?, &gi, &mut slots)?;
-                    g.steps[i] = step;
+                    g.steps[i..j].iter_mut().for_each(|s| *s = step);
+                    i = j;
                 }
             }
             if let (Some(found), Some(skipped)) = (found_inf, &mut g.skipped) {

@@ -270,6 +270,75 @@ fn adamw_skips_parameters_without_gradients_like_pytorch() {
     assert_eq!(state.steps["w"], 5);
 }
 
+/// A group whose parameters have gradients at different steps (one never, one every other
+/// step) updates each parameter exactly as a group of its own would: the stretches of
+/// neighbours updated together must not touch the others or their gaps.
+#[test]
+fn adamw_with_absent_gradients_matches_one_group_per_parameter() {
+    ono_testing::init();
+    // (name, length, at which steps it has a gradient)
+    let layout: [(&str, i64, fn(usize) -> bool); 6] = [
+        ("a", 5, |_| true),
+        ("b", 3, |_| true),
+        ("never", 7, |_| false),
+        ("c", 17, |_| true),
+        ("odd", 4, |k| k % 2 == 1),
+        ("d", 2, |_| true),
+    ];
+    let cfg = AdamWConfig {
+        lr: 1e-2,
+        weight_decay: 0.1,
+        ..Default::default()
+    };
+    let run = |separate: bool| -> Vec<Vec<f64>> {
+        tch::manual_seed(7);
+        let params: Vec<(String, Tensor)> = layout
+            .iter()
+            .map(|(n, len, _)| {
+                let t = Tensor::randn([*len], (Kind::Double, tch::Device::Cpu));
+                (n.to_string(), t.set_requires_grad(true))
+            })
+            .collect();
+        let specs = if separate {
+            params
+                .iter()
+                .map(|(n, t)| GroupSpec {
+                    params: vec![(n.clone(), t.shallow_clone())],
+                    config: cfg.clone(),
+                })
+                .collect()
+        } else {
+            vec![GroupSpec {
+                params: params
+                    .iter()
+                    .map(|(n, t)| (n.clone(), t.shallow_clone()))
+                    .collect(),
+                config: cfg.clone(),
+            }]
+        };
+        let mut opt = AdamW::with_groups(specs).unwrap();
+        for k in 0..6 {
+            opt.zero_grad();
+            let mut loss = Tensor::zeros([], (Kind::Double, tch::Device::Cpu));
+            for ((_, t), (_, _, used)) in params.iter().zip(&layout) {
+                if used(k) {
+                    loss = loss + (t * t).sum(Kind::Double).sin();
+                }
+            }
+            loss.backward();
+            opt.step(None).unwrap();
+        }
+        params.iter().map(|(_, t)| to_f64_vec(t)).collect()
+    };
+    let (together, alone) = (run(false), run(true));
+    for ((name, ..), (x, y)) in layout.iter().zip(together.iter().zip(&alone)) {
+        assert_eq!(x, y, "{name}");
+    }
+    tch::manual_seed(7);
+    let first = to_f64_vec(&Tensor::randn([5], (Kind::Double, tch::Device::Cpu)));
+    assert_ne!(together[0], first, "the parameters moved");
+}
+
 #[test]
 fn adamw_refuses_bad_hyper_parameters_and_state() {
     let p = Tensor::zeros([2], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true);
