@@ -59,12 +59,13 @@ fi
 if want 2; then
 echo "== 2. one training step of the other architectures on $DEVICE"
 : >"$OUT/bench-step.jsonl"
+: >"$OUT/bench-step.err"
 for spec in "ufno darcy darcy" "ffno darcy darcy" "lsm darcy darcy" "transolver darcy darcy" \
-    "transolver elasticity elasticity" "geofno elasticity elasticity" "fno3d plasticity plasticity" \
+    "transolver elasticity elasticity" "geofno elasticity elasticity" \
     "ono ns2d ns2d" "ono elasticity elasticity"; do
     set -- $spec
     timeout 60 "$ONO" bench-step --arch "$1" --preset "$2" --shapes "$3" --steps 5 --warmup 2 \
-        --device "$DEVICE" >>"$OUT/bench-step.jsonl" 2>"$OUT/bench-step.err" \
+        --device "$DEVICE" >>"$OUT/bench-step.jsonl" 2>>"$OUT/bench-step.err" \
         || echo "{\"arch\": \"$1\", \"preset\": \"$2\", \"failed\": true}" >>"$OUT/bench-step.jsonl"
 done
 "$PY" - "$OUT/bench-step.jsonl" <<'EOF'

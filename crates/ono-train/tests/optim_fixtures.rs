@@ -322,7 +322,7 @@ fn adamw_with_absent_gradients_matches_one_group_per_parameter() {
             let mut loss = Tensor::zeros([], (Kind::Double, tch::Device::Cpu));
             for ((_, t), (_, _, used)) in params.iter().zip(&layout) {
                 if used(k) {
-                    loss = loss + (t * t).sum(Kind::Double).sin();
+                    loss += (t * t).sum(Kind::Double).sin();
                 }
             }
             loss.backward();
