@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{ok, ono, temp_dir};
+use common::{neuralop_miniature, ok, ono, temp_dir};
 use serde::Deserialize;
 
 /// The smoke profile's Table 3 for FNO and ONO into `out`, reading the neuraloperator files
@@ -25,17 +25,6 @@ fn reproduce(out: &Path, neuralop: &Path) -> std::process::Command {
         .arg("--out")
         .arg(out);
     c
-}
-
-/// A miniature of the neuraloperator Darcy files (`ono data miniature`) in `dir`.
-fn neuralop_miniature(dir: &Path) -> std::path::PathBuf {
-    let out = dir.join("neuralop");
-    ok(&ono()
-        .args(["data", "miniature", "neuralop_darcy", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap());
-    out
 }
 
 /// What the tests read of `summary.json`.

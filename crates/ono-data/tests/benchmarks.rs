@@ -176,7 +176,7 @@ fn darcy_inverse_pools_the_coefficient_onto_the_query_grid() {
     assert_eq!(d.target_grid(), Some(&[2i64, 2][..]));
     // The miniature's coefficient: 12 where (s + i/3 + j/4) is even, else 3.
     let coeff = |s: usize, i: usize, j: usize| {
-        if (s + i / 3 + j / 4) % 2 == 0 {
+        if (s + i / 3 + j / 4).is_multiple_of(2) {
             12.0
         } else {
             3.0

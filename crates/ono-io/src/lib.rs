@@ -1,12 +1,14 @@
-//! Files, one of each: the one atomic writer ([`atomic`]), the one safetensors writer
-//! ([`safetensors`]) and the one reader of `torch.save` archives ([`torch_save`]) with its pickle
-//! machine ([`pickle`]). Every crate that writes or reads these files goes through here, so
-//! durability and the hardening against hostile input are written and tested once.
+//! Files, one of each: the one atomic writer ([`atomic`]), the one lock ([`lock`]), the one
+//! safetensors writer ([`safetensors`]) and the one reader of `torch.save` archives
+//! ([`torch_save`]) with its pickle machine ([`pickle`]). Every crate that writes or reads these
+//! files goes through here, so durability and the hardening against hostile input are written
+//! and tested once.
 //!
 //! This crate sits below ono-nn and ono-data and depends on neither.
 
 pub mod atomic;
 mod error;
+pub mod lock;
 pub mod pickle;
 pub mod safetensors;
 pub mod torch_save;

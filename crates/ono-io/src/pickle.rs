@@ -651,7 +651,8 @@ impl Machine<'_, '_> {
 
     fn set_items(&mut self, items: Vec<Obj>) -> R<()> {
         let target = self.top().map(Obj::type_name);
-        let Some(Obj::Dict(dict)) = self.stack.last().filter(|_| items.len() % 2 == 0) else {
+        let Some(Obj::Dict(dict)) = self.stack.last().filter(|_| items.len().is_multiple_of(2))
+        else {
             dispose(Obj::Tuple(Rc::from(items)));
             bail!("SETITEM(S) of an odd number of values or on {}", target?);
         };

@@ -275,7 +275,7 @@ impl BurgersConfig {
     /// than 8 contour points and a bad GRF.
     pub fn validate(&self) -> Result<()> {
         check_resolution(self.resolution)?;
-        if self.subsample == 0 || self.resolution % self.subsample != 0 {
+        if self.subsample == 0 || !self.resolution.is_multiple_of(self.subsample) {
             return Err(Error::Config {
                 what: "subsample".into(),
                 msg: format!(
@@ -541,7 +541,7 @@ impl BurgersSolver {
             s.b1.push(h * (p1 - 3.0 * p2 + 4.0 * p3));
             s.b23.push(h * (2.0 * p2 - 4.0 * p3));
             s.b4.push(h * (4.0 * p3 - p2));
-            let nyquist = n % 2 == 0 && 2 * k == n;
+            let nyquist = n.is_multiple_of(2) && 2 * k == n;
             s.g.push(if nyquist { 0.0 } else { -0.5 * kappa / nn });
         }
         Ok(s)
@@ -644,7 +644,7 @@ impl BurgersSolver {
         // The inverse real FFT needs real DC and Nyquist entries; the scheme keeps them real up to
         // a signed zero, so this only guards against round-off drift.
         w.spec[0].im = 0.0;
-        if self.n % 2 == 0 {
+        if self.n.is_multiple_of(2) {
             let last = w.spec.len() - 1;
             w.spec[last].im = 0.0;
         }

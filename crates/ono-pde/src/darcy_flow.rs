@@ -847,7 +847,7 @@ impl Level {
 
 /// The coarse nodes (1-based) whose bilinear hat covers fine node `q` (1-based), with weights.
 fn coarse_weights(q: usize, m: usize) -> [(usize, f64); 2] {
-    if q % 2 == 0 {
+    if q.is_multiple_of(2) {
         [(q / 2, 1.0), (0, 0.0)]
     } else {
         let lo = (q - 1) / 2;

@@ -365,7 +365,7 @@ impl NsConfig {
     /// [`Error::Config`] naming the field.
     pub fn validate(&self) -> Result<()> {
         check_even("resolution", self.resolution)?;
-        if self.stride == 0 || self.resolution % self.stride != 0 {
+        if self.stride == 0 || !self.resolution.is_multiple_of(self.stride) {
             return Err(cfg_err(
                 "stride",
                 format!(
@@ -976,7 +976,7 @@ fn cfg_err(what: &str, msg: String) -> Error {
 }
 
 fn check_even(what: &str, s: usize) -> Result<()> {
-    if s < 4 || s % 2 != 0 {
+    if s < 4 || !s.is_multiple_of(2) {
         return Err(cfg_err(
             what,
             format!("must be an even number of grid points ≥ 4, got {s}"),

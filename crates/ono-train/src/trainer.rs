@@ -383,14 +383,14 @@ impl Trainer {
                 self.state.batch_in_epoch += 1;
                 self.state.global_step += 1;
                 let step = self.state.global_step;
-                if step % self.cfg.log.every_steps == 0 {
+                if step.is_multiple_of(self.cfg.log.every_steps) {
                     self.flush_losses()?;
                     let mean = self.state.epoch_loss_sum / self.state.epoch_samples.max(1) as f64;
                     progress.update(epoch, epochs, step, mean, lr);
                 }
                 let every = self.cfg.checkpoint.every_steps;
                 if every > 0
-                    && self.state.batch_in_epoch % every == 0
+                    && self.state.batch_in_epoch.is_multiple_of(every)
                     && (self.state.batch_in_epoch as usize) < batches.len()
                 {
                     self.flush_losses()?;
@@ -399,7 +399,8 @@ impl Trainer {
                 }
             }
             self.flush_losses()?;
-            let due = (epoch + 1) % self.cfg.log.eval_every_epochs == 0 || epoch + 1 == epochs;
+            let due =
+                (epoch + 1).is_multiple_of(self.cfg.log.eval_every_epochs) || epoch + 1 == epochs;
             let test = if due {
                 Some(self.evaluate_test()?)
             } else {

@@ -277,7 +277,8 @@ fn adamw_skips_parameters_without_gradients_like_pytorch() {
 fn adamw_with_absent_gradients_matches_one_group_per_parameter() {
     ono_testing::init();
     // (name, length, at which steps it has a gradient)
-    let layout: [(&str, i64, fn(usize) -> bool); 6] = [
+    type Layout = (&'static str, i64, fn(usize) -> bool);
+    let layout: [Layout; 6] = [
         ("a", 5, |_| true),
         ("b", 3, |_| true),
         ("never", 7, |_| false),

@@ -5,6 +5,7 @@
 
 mod execute;
 mod findings;
+mod jobs;
 mod paper;
 mod plan;
 mod report;
@@ -58,6 +59,53 @@ pub struct Options {
     /// folder).
     #[arg(long, requires = "reference_python")]
     pub reference_script: Option<PathBuf>,
+    /// Train this many experiments at once, each in a process of its own on `--device`, the
+    /// torch threads split between them; longest first.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Train on these devices at once (`cuda:0,cuda:1,…`), one process each; longest first.
+    #[arg(long, conflicts_with = "jobs")]
+    pub devices: Option<String>,
+    /// Only the experiments whose position in the plan is I − 1 modulo N (`3/8`): a fixed part
+    /// of the plan for one of N machines. The report is written by a call that finds every
+    /// experiment finished (run the command once more without `--shard` when all are done).
+    /// Without it, processes on one results folder share the work through its locks.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Run as a worker of `--jobs` or `--devices` under this label: train what the locks leave,
+    /// longest first, and write no report.
+    #[arg(long, hide = true)]
+    pub worker: Option<String>,
+}
+
+impl Options {
+    /// The arguments of a worker of this call (`jobs::run_workers` adds its label, device and
+    /// threads): the same plan, data and results folder.
+    fn worker_args(&self, out: &Path, data: &DataPaths) -> Vec<std::ffi::OsString> {
+        let mut a: Vec<std::ffi::OsString> = Vec::new();
+        let mut opt = |flag: &str, v: Option<std::ffi::OsString>| {
+            if let Some(v) = v {
+                a.push(flag.into());
+                a.push(v);
+            }
+        };
+        opt("--profile", Some(self.profile.clone().into()));
+        opt("--only", self.only.clone().map(Into::into));
+        opt("--models", self.models.clone().map(Into::into));
+        opt("--data-dir", Some(data.published.clone().into()));
+        opt("--neuralop-dir", Some(data.neuralop.clone().into()));
+        opt("--out", Some(out.as_os_str().to_owned()));
+        opt(
+            "--reference-python",
+            self.reference_python.clone().map(Into::into),
+        );
+        opt(
+            "--reference-script",
+            self.reference_script.clone().map(Into::into),
+        );
+        opt("--shard", self.shard.clone().map(Into::into));
+        a
+    }
 }
 
 /// What every experiment shares.
@@ -99,6 +147,7 @@ pub fn run(o: Options) -> Result<bool> {
     crate::device(&o.device)?;
     let out = o
         .out
+        .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(profile.name()));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let out = out.canonicalize()?;
@@ -106,6 +155,7 @@ pub fn run(o: Options) -> Result<bool> {
     let published = absolute(ono_data::benchmarks::data_dir(o.data_dir.as_deref()))?;
     let neuralop = match o
         .neuralop_dir
+        .clone()
         .or_else(|| std::env::var_os(NEURALOP_DIR_ENV).map(PathBuf::from))
     {
         Some(dir) => absolute(dir)?,
@@ -116,6 +166,13 @@ pub fn run(o: Options) -> Result<bool> {
         neuralop,
         generated: out.join("data"),
     };
+    let worker_args = o.worker_args(&out, &data);
+    let shard: Option<jobs::Shard> = o.shard.as_deref().map(str::parse).transpose()?;
+    let workers = jobs::plan_jobs(o.jobs, o.devices.as_deref(), &o.device, o.threads)?;
+    anyhow::ensure!(
+        o.worker.is_none() || workers.is_empty(),
+        "--worker runs one job; it takes no --jobs or --devices"
+    );
     let tables = plan::list(o.only.as_deref());
     let models = plan::list(o.models.as_deref());
     let plan = plan::select(plan::plan(profile, &data)?, &tables, &models)?;
@@ -166,29 +223,138 @@ pub fn run(o: Options) -> Result<bool> {
         );
         return Ok(true);
     }
-    execute::prepare_data(profile, &data, &plan.experiments, &ctx)?;
+    {
+        // One process generates the data; the others wait for it and find it there.
+        let _data = ono_io::lock::FileLock::acquire(
+            &data.generated.join(".lock"),
+            &ono_io::lock::this_process(),
+        )?;
+        execute::prepare_data(profile, &data, &plan.experiments, &ctx)?;
+    }
+    if !workers.is_empty() {
+        jobs::run_workers(&ctx.exe, &worker_args, &workers)?;
+    }
 
     let n = plan.experiments.len();
-    let mut outcomes = Vec::with_capacity(n);
-    let mut spent_new = 0.0;
-    let mut done_new = 0usize;
-    for (i, e) in plan.experiments.iter().enumerate() {
+    // Workers start the long experiments first, so that the last one to finish is short; a
+    // single process keeps the plan's order.
+    let order = if o.worker.is_some() {
+        jobs::longest_first(&plan.experiments)
+    } else {
+        (0..n).collect()
+    };
+    let mut outcomes: Vec<Option<execute::Outcome>> = vec![None; n];
+    let mut pass = Pass {
+        ctx: &ctx,
+        n,
+        started,
+        seen: 0,
+        spent_new: 0.0,
+        done_new: 0,
+    };
+    let mut locked_elsewhere = Vec::new();
+    for &i in &order {
+        let e = &plan.experiments[i];
         let dir = out.join(&e.id);
-        if let Some(o) = execute::finished(&dir, e) {
+        if shard.is_some_and(|s| !s.takes(i)) {
+            outcomes[i] = execute::finished(&dir, e);
+            continue;
+        }
+        match ono_io::lock::FileLock::try_acquire(&lock_path(&dir), &ono_io::lock::this_process()) {
+            Ok(Some(_lock)) => outcomes[i] = Some(pass.run(i, e, &dir)),
+            Ok(None) => locked_elsewhere.push(i),
+            Err(err) => outcomes[i] = Some(lock_failed(e, &ctx, err)),
+        }
+    }
+    // What other processes were training: wait for each, then take its result (or train it,
+    // when its process died or failed).
+    for i in locked_elsewhere {
+        let e = &plan.experiments[i];
+        let dir = out.join(&e.id);
+        let path = lock_path(&dir);
+        if let Some(holder) = ono_io::lock::FileLock::holder(&path) {
+            eprintln!("[{}/{n}] {}: waiting for {holder}", i + 1, e.id);
+        }
+        outcomes[i] = Some(
+            match ono_io::lock::FileLock::acquire(&path, &ono_io::lock::this_process()) {
+                Ok(_lock) => pass.run(i, e, &dir),
+                Err(err) => lock_failed(e, &ctx, err),
+            },
+        );
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let failed = outcomes
+        .iter()
+        .flatten()
+        .any(|o| matches!(o.status, execute::Status::Failed(_)));
+    if o.worker.is_some() {
+        return Ok(!failed);
+    }
+    let missing = outcomes.iter().filter(|o| o.is_none()).count();
+    if missing > 0 {
+        eprintln!(
+            "{missing} of {n} experiments belong to other shards and are not finished: no report yet \
+             (run the command again without --shard once every shard is done; it trains what is \
+             left and writes the report)"
+        );
+        return Ok(!failed);
+    }
+    let outcomes: Vec<execute::Outcome> = outcomes.into_iter().flatten().collect();
+    report::write(&out, profile, &plan, paper.as_ref(), &outcomes, &ctx, wall)?;
+    eprintln!(
+        "report: {} ({} experiments, {})",
+        out.join("report.md").display(),
+        n,
+        clock(wall)
+    );
+    Ok(!failed)
+}
+
+/// An experiment's lock file, in its folder.
+fn lock_path(dir: &Path) -> PathBuf {
+    dir.join(".lock")
+}
+
+/// The outcome of an experiment whose lock could not be taken (its folder cannot be written).
+fn lock_failed(e: &plan::Experiment, ctx: &Context, err: ono_io::Error) -> execute::Outcome {
+    let mut o = execute::Outcome::new(e, ctx);
+    o.status = execute::Status::Failed(format!("locking its folder: {err}"));
+    o
+}
+
+/// One process's pass over the plan: runs the experiments it holds the locks of, and keeps the
+/// numbers of its progress line.
+struct Pass<'a> {
+    ctx: &'a Context,
+    n: usize,
+    started: Instant,
+    /// Experiments this pass has taken up, finished before or not.
+    seen: usize,
+    spent_new: f64,
+    done_new: usize,
+}
+
+impl Pass<'_> {
+    /// Experiment `i` (whose lock the caller holds): its result when it is finished, else a run
+    /// of it (resuming what an earlier call left); with the reference loop when the call asks.
+    fn run(&mut self, i: usize, e: &plan::Experiment, dir: &Path) -> execute::Outcome {
+        let (n, ctx) = (self.n, self.ctx);
+        self.seen += 1;
+        if let Some(o) = execute::finished(dir, e) {
             eprintln!(
                 "[{}/{n}] {}: done before ({:.4e})",
                 i + 1,
                 e.id,
                 o.test_rel_l2.or(o.step_s).unwrap_or(f64::NAN)
             );
-            outcomes.push(with_reference(o, e, &dir, &ctx, i, n));
-            continue;
+            return with_reference(o, e, dir, ctx, i, n);
         }
-        let elapsed = started.elapsed().as_secs_f64();
+        let elapsed = self.started.elapsed().as_secs_f64();
         // The mean of the experiments run in this call times those left: rough, but honest
         // about what it knows.
-        let eta = (done_new > 0)
-            .then(|| spent_new / done_new as f64 * (n - i) as f64)
+        let left = (n + 1).saturating_sub(self.seen);
+        let eta = (self.done_new > 0)
+            .then(|| self.spent_new / self.done_new as f64 * left as f64)
             .map_or("?".into(), clock);
         eprintln!(
             "[{}/{n}] {} ({}) — elapsed {}, ETA {eta}",
@@ -198,9 +364,9 @@ pub fn run(o: Options) -> Result<bool> {
             clock(elapsed)
         );
         let t = Instant::now();
-        let o = execute::run(e, &dir, &ctx);
-        spent_new += t.elapsed().as_secs_f64();
-        done_new += 1;
+        let o = execute::run(e, dir, ctx);
+        self.spent_new += t.elapsed().as_secs_f64();
+        self.done_new += 1;
         match &o.status {
             execute::Status::Done => eprintln!(
                 "[{}/{n}] {} finished in {:.0} s",
@@ -211,19 +377,8 @@ pub fn run(o: Options) -> Result<bool> {
             execute::Status::MissingData(m) => eprintln!("[{}/{n}] {}: no data: {m}", i + 1, e.id),
             execute::Status::Failed(m) => eprintln!("[{}/{n}] {} FAILED: {m}", i + 1, e.id),
         }
-        outcomes.push(with_reference(o, e, &dir, &ctx, i, n));
+        with_reference(o, e, dir, ctx, i, n)
     }
-    let wall = started.elapsed().as_secs_f64();
-    report::write(&out, profile, &plan, paper.as_ref(), &outcomes, &ctx, wall)?;
-    eprintln!(
-        "report: {} ({} experiments, {})",
-        out.join("report.md").display(),
-        n,
-        clock(wall)
-    );
-    Ok(!outcomes
-        .iter()
-        .any(|o| matches!(o.status, execute::Status::Failed(_))))
 }
 
 /// A finished experiment with the reference loop's run beside it, when the call asks for one

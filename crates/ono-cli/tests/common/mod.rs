@@ -182,3 +182,14 @@ pub fn predict_split(checkpoint: &Path, split: &Split, dir: &Path) -> Tensor {
     .unwrap();
     predict_file(checkpoint, &input, dir)
 }
+
+/// A miniature of the neuraloperator Darcy files (`ono data miniature`) in `dir/neuralop`.
+pub fn neuralop_miniature(dir: &Path) -> PathBuf {
+    let out = dir.join("neuralop");
+    ok(&ono()
+        .args(["data", "miniature", "neuralop_darcy", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap());
+    out
+}

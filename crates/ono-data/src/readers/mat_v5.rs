@@ -461,7 +461,7 @@ fn read_real_data(e: &mut Elements<'_>, h: &Header, path: &Path) -> Result<Array
         ))
     })?;
     let n = t.n as usize;
-    if n % size != 0 {
+    if !n.is_multiple_of(size) {
         return Err(err(format!(
             "{n} bytes of {} is not a whole number of elements",
             mi_name(t.ty)

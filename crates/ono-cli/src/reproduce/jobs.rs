@@ -1,0 +1,247 @@
+//! Many `reproduce` processes on one results folder. Each experiment is trained under its lock
+//! (`<experiment>/.lock`, [`ono_io::lock`]): processes started at once, the workers of `--jobs`
+//! and `--devices` on one machine or the tasks of a cluster job array on a shared file system,
+//! never train the same experiment twice, and a killed process holds nothing. A process that
+//! finds an experiment locked goes on with the others and comes back to wait for it at the end,
+//! so that every process ends knowing every result. `--shard I/N` splits the plan into fixed
+//! parts instead.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, ensure, Context as _, Result};
+
+use super::plan::{Experiment, Work};
+
+/// `--shard I/N`: the experiments whose position in the plan is I − 1 modulo N.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 1..=count.
+    pub index: usize,
+    pub count: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        let parsed = s
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.trim().parse().ok()?, n.trim().parse().ok()?)));
+        match parsed {
+            Some((index, count)) if count >= 1 && (1..=count).contains(&index) => {
+                Ok(Shard { index, count })
+            }
+            _ => bail!("--shard: `{s}` is not I/N with 1 ≤ I ≤ N (such as 3/8)"),
+        }
+    }
+}
+
+impl Shard {
+    /// Whether the experiment at `position` (0-based, in plan order) is this shard's.
+    pub fn takes(self, position: usize) -> bool {
+        position % self.count == self.index - 1
+    }
+}
+
+/// One worker process of `--jobs` or `--devices`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// `job 2 of 4`, `cuda:1`: the prefix of its lines.
+    pub label: String,
+    pub device: String,
+    pub threads: i32,
+}
+
+/// The workers `--jobs N` (on `device`) or `--devices a,b,…` (one each) ask for, with the torch
+/// threads (`threads`, else the machine's cores) split evenly between them; none when neither
+/// is given.
+pub fn plan_jobs(
+    jobs: Option<usize>,
+    devices: Option<&str>,
+    device: &str,
+    threads: Option<i32>,
+) -> Result<Vec<Job>> {
+    let total = match threads {
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get() as i32),
+    };
+    let split = |n: usize| (total / n as i32).max(1);
+    match (jobs, devices) {
+        (Some(_), Some(_)) => bail!("--jobs and --devices: give one of them"),
+        (None, None) => Ok(Vec::new()),
+        (Some(n), None) => {
+            ensure!(n >= 1, "--jobs must be at least 1");
+            Ok((1..=n)
+                .map(|k| Job {
+                    label: format!("job {k} of {n}"),
+                    device: device.to_string(),
+                    threads: split(n),
+                })
+                .collect())
+        }
+        (None, Some(list)) => {
+            let list: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .collect();
+            ensure!(!list.is_empty(), "--devices: no device in the list");
+            for (i, d) in list.iter().enumerate() {
+                crate::device(d).with_context(|| format!("--devices: `{d}`"))?;
+                ensure!(
+                    !list[..i].contains(d),
+                    "--devices: `{d}` is listed twice (use --jobs for several processes on one device)"
+                );
+            }
+            Ok(list
+                .iter()
+                .map(|d| Job {
+                    label: d.to_string(),
+                    device: d.to_string(),
+                    threads: split(list.len()),
+                })
+                .collect())
+        }
+    }
+}
+
+/// Runs `args` (a `reproduce` call of this binary) once per job, each with `--worker <label>
+/// --device <d> --threads <t>` added, all at once, and waits for them. Their output comes back
+/// line by line, each line led by its job's label. A worker that fails is reported, not fatal:
+/// whatever it left undone is trained by the caller's own pass.
+pub fn run_workers(exe: &Path, args: &[OsString], jobs: &[Job]) -> Result<()> {
+    let mut children = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let mut cmd = Command::new(exe);
+        cmd.arg("reproduce")
+            .args(args)
+            .args(["--worker", &job.label, "--device", &job.device])
+            .args(["--threads", &job.threads.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {} ({})", exe.display(), job.label))?;
+        let relays = [
+            relay(child.stdout.take(), job.label.clone()),
+            relay(child.stderr.take(), job.label.clone()),
+        ];
+        eprintln!(
+            "[{}] started: {} threads on {}",
+            job.label, job.threads, job.device
+        );
+        children.push((job, child, relays));
+    }
+    for (job, mut child, relays) in children {
+        let status = child
+            .wait()
+            .with_context(|| format!("waiting for {}", job.label))?;
+        for r in relays.into_iter().flatten() {
+            let _ = r.join();
+        }
+        if !status.success() {
+            eprintln!("[{}] ended with {status}", job.label);
+        }
+    }
+    Ok(())
+}
+
+/// Copies a child's stream to our stderr, one line at a time, each led by `[label]`.
+fn relay(
+    stream: Option<impl std::io::Read + Send + 'static>,
+    label: String,
+) -> Option<std::thread::JoinHandle<()>> {
+    let stream = stream?;
+    Some(std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            match line {
+                Ok(line) => eprintln!("[{label}] {line}"),
+                Err(_) => break,
+            }
+        }
+    }))
+}
+
+/// The plan's experiments, longest first by [`cost`] (ties in plan order), as positions.
+pub fn longest_first(experiments: &[Experiment]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..experiments.len()).collect();
+    order.sort_by(|&a, &b| cost(&experiments[b]).total_cmp(&cost(&experiments[a])));
+    order
+}
+
+/// A rough measure of an experiment's work, to start the long ones first: epochs × training
+/// samples × points per sample. Models differ in cost per point, which this leaves out; a timed
+/// step (`ono bench-step`) counts as nothing.
+pub fn cost(e: &Experiment) -> f64 {
+    let Work::Train { config, .. } = &e.work else {
+        return 0.0;
+    };
+    let d = &config.data;
+    let samples = d.ntrain.unwrap_or(1000) as f64;
+    let side = |full: f64, r: Option<usize>| ((full - 1.0) / r.unwrap_or(1) as f64).floor() + 1.0;
+    let points = match d.benchmark.as_deref() {
+        Some("darcy") | Some("darcy_inverse") => side(421.0, d.r.or(Some(5))).powi(2),
+        Some("ns2d") => side(64.0, d.r).powi(2) * 10.0,
+        Some("airfoil") => 221.0 * 51.0,
+        Some("pipe") => 129.0 * 129.0,
+        Some("plasticity") => 101.0 * 31.0 * 20.0,
+        Some("elasticity") => 972.0,
+        Some("elasticity_grid") => 41.0 * 41.0,
+        Some("neuralop_darcy") => 256.0,
+        Some("burgers") | Some("neuralop_burgers") => side(8192.0, d.r.or(Some(8))),
+        _ => 1000.0,
+    };
+    config.epochs as f64 * samples * points
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_the_plan_without_overlap() {
+        let s: Shard = "2/3".parse().unwrap();
+        assert_eq!(s, Shard { index: 2, count: 3 });
+        let taken: Vec<usize> = (0..7).filter(|&p| s.takes(p)).collect();
+        assert_eq!(taken, [1, 4]);
+        let all: Vec<Shard> = (1..=3).map(|i| format!("{i}/3").parse().unwrap()).collect();
+        for p in 0..20 {
+            assert_eq!(all.iter().filter(|s| s.takes(p)).count(), 1, "{p}");
+        }
+        for bad in ["0/3", "4/3", "1/0", "3", "a/b", "1/-2", ""] {
+            let e = bad.parse::<Shard>().unwrap_err().to_string();
+            assert!(e.contains("--shard"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn jobs_split_the_threads_and_devices_are_checked() {
+        let j = plan_jobs(Some(2), None, "cpu", Some(4)).unwrap();
+        assert_eq!(j.len(), 2);
+        assert!(j.iter().all(|j| j.threads == 2 && j.device == "cpu"));
+        assert_eq!(j[1].label, "job 2 of 2");
+        let j = plan_jobs(Some(3), None, "cpu", Some(2)).unwrap();
+        assert!(j.iter().all(|j| j.threads == 1), "at least one thread each");
+        let j = plan_jobs(None, Some("cuda:0, cuda:1"), "cpu", Some(16)).unwrap();
+        assert_eq!(
+            j.iter()
+                .map(|j| (j.device.as_str(), j.threads))
+                .collect::<Vec<_>>(),
+            [("cuda:0", 8), ("cuda:1", 8)]
+        );
+        assert!(plan_jobs(None, None, "cpu", None).unwrap().is_empty());
+        for (jobs, devices, want) in [
+            (Some(2), Some("cpu"), "give one"),
+            (Some(0), None, "at least 1"),
+            (None, Some("cuda:0,cuda:0"), "twice"),
+            (None, Some("tpu:0"), "tpu:0"),
+            (None, Some(" , "), "no device"),
+        ] {
+            let e = format!("{:#}", plan_jobs(jobs, devices, "cpu", None).unwrap_err());
+            assert!(e.contains(want), "{jobs:?} {devices:?}: {e}");
+        }
+    }
+}
