@@ -10,7 +10,7 @@
 # which are installed into a temporary folder. DATA (default $BIN/data) holds the quick profile's
 # small inputs for section 5: the neuraloperator Darcy files (`neuraloperator-0.3.0/`, as
 # `cargo xtask reproduce` fetches them) and `darcy_cloud.safetensors` (the quick profile's
-# Elasticity stand-in, from any quick results folder's `data/`). SECTIONS (default "1 2 3 4 5")
+# Elasticity stand-in, from any quick results folder's `data/`). SECTIONS (default "1 2 3 4 5 6")
 # picks the sections, so that a rerun can repeat only what failed. It prints, and writes under OUT
 # (default ./gpu-out):
 #   1. bench-compare on CUDA: ours against the PyTorch references, ONO and GNOT at the Darcy, NS2d
@@ -23,12 +23,16 @@
 #   5. whole training loops on CUDA: the quick profile's Darcy cells of every family there and two
 #      Elasticity cells, EPOCHS epochs of ours (`ono train --handoff`) and then of the PyTorch
 #      reference loop (`benches/pytorch/train_ref.py`) on the same hand-off: data, split, initial
-#      weights and recipe (train/summary.txt).
+#      weights and recipe (train/summary.txt);
+#   6. a rehearsal of the paper plan on CUDA (`ono reproduce --rehearse`, REHEARSE_ONLY tables,
+#      default table1; `--jobs 2` on the one GPU): every cell at its paper model size for an epoch
+#      of a few steps on miniature published-format files, with each cell's status, seconds and
+#      error (rehearsal/summary.json; rehearsal.txt).
 set -uo pipefail
 BIN=${BIN:-.gpu}
 WHEELS=${WHEELS:-.whl}
 DATA=${DATA:-$BIN/data}
-SECTIONS=${SECTIONS:-1 2 3 4 5}
+SECTIONS=${SECTIONS:-1 2 3 4 5 6}
 DEVICE=${DEVICE:-cuda}
 OUT=${1:-gpu-out}
 mkdir -p "$OUT"
@@ -138,5 +142,24 @@ for cell in cells:
     orest, rrest = statistics.median(o[1:] or o), statistics.median(r[1:] or r)
     print(f"| {cell} | {o[0]:.2f} / {orest:.3f} | {r[0]:.2f} / {rrest:.3f} | {orest / rrest:.2f} "
           f"| {ours[-1]['test_rel_l2']:.4f} | {ref['test_rel_l2']:.4f} |")
+EOF
+fi
+
+if want 6; then
+echo "== 6. a rehearsal of the paper plan (${REHEARSE_ONLY:-table1}) on $DEVICE"
+timeout "${REHEARSE_S:-240}" "$ONO" reproduce --rehearse --only "${REHEARSE_ONLY:-table1}" \
+    --device "$DEVICE" --jobs 2 --out "$OUT/rehearsal" >"$OUT/rehearsal.log" 2>&1
+echo "reproduce exit: $?"
+"$PY" - "$OUT/rehearsal" <<'EOF' | tee "$OUT/rehearsal.txt"
+import json, os, sys
+try:
+    s = json.load(open(os.path.join(sys.argv[1], "summary.json")))
+except (OSError, ValueError) as e:
+    sys.exit(f"no summary: {e}")
+print("| experiment | status | seconds | test rel L2 |")
+print("|---|---|---:|---:|")
+for e in s["experiments"]:
+    err = e.get("test_rel_l2")
+    print(f"| {e['id']} | {e['status']} | {e.get('wall_s', 0):.1f} | {'' if err is None else f'{err:.3g}'} |")
 EOF
 fi

@@ -72,6 +72,11 @@ pub struct Options {
     /// Without it, processes on one results folder share the work through its locks.
     #[arg(long)]
     pub shard: Option<String>,
+    /// Rehearse the paper profile: every experiment with its paper model and recipe for one
+    /// epoch of a few steps and an evaluation, on miniatures of the published files written
+    /// into the results folder (default results/rehearsal); no published file is read.
+    #[arg(long, conflicts_with_all = ["profile", "data_dir"])]
+    pub rehearse: bool,
     /// Run as a worker of `--jobs` or `--devices` under this label: train what the locks leave,
     /// longest first, and write no report.
     #[arg(long, hide = true)]
@@ -83,27 +88,37 @@ impl Options {
     /// threads): the same plan, data and results folder.
     fn worker_args(&self, out: &Path, data: &DataPaths) -> Vec<std::ffi::OsString> {
         let mut a: Vec<std::ffi::OsString> = Vec::new();
+        // A flag with its value, or alone (`None`) for a switch.
         let mut opt = |flag: &str, v: Option<std::ffi::OsString>| {
-            if let Some(v) = v {
-                a.push(flag.into());
-                a.push(v);
-            }
+            a.push(flag.into());
+            a.extend(v);
         };
-        opt("--profile", Some(self.profile.clone().into()));
-        opt("--only", self.only.clone().map(Into::into));
-        opt("--models", self.models.clone().map(Into::into));
-        opt("--data-dir", Some(data.published.clone().into()));
+        if self.rehearse {
+            opt("--rehearse", None);
+        } else {
+            opt("--profile", Some(self.profile.clone().into()));
+        }
+        for (flag, v) in [("--only", &self.only), ("--models", &self.models)] {
+            if let Some(v) = v {
+                opt(flag, Some(v.into()));
+            }
+        }
+        if !self.rehearse {
+            opt("--data-dir", Some(data.published.clone().into()));
+        }
         opt("--neuralop-dir", Some(data.neuralop.clone().into()));
         opt("--out", Some(out.as_os_str().to_owned()));
-        opt(
-            "--reference-python",
-            self.reference_python.clone().map(Into::into),
-        );
-        opt(
-            "--reference-script",
-            self.reference_script.clone().map(Into::into),
-        );
-        opt("--shard", self.shard.clone().map(Into::into));
+        for (flag, v) in [
+            ("--reference-python", &self.reference_python),
+            ("--reference-script", &self.reference_script),
+        ] {
+            if let Some(v) = v {
+                opt(flag, Some(v.into()));
+            }
+        }
+        if let Some(v) = &self.shard {
+            opt("--shard", Some(v.into()));
+        }
         a
     }
 }
@@ -118,6 +133,9 @@ pub struct Context {
     pub commit: String,
     pub quiet: bool,
     pub eval_batch: i64,
+    /// Delete a finished experiment's checkpoints (the rehearsal's paper-size models are
+    /// gigabytes each, and nothing reads them).
+    pub discard_checkpoints: bool,
     /// Runs the reference loop after each trained experiment.
     pub reference: Option<execute::ReferenceLoop>,
 }
@@ -134,6 +152,7 @@ impl Context {
             commit: String::new(),
             quiet: true,
             eval_batch: 1,
+            discard_checkpoints: false,
             reference: None,
         }
     }
@@ -143,16 +162,27 @@ impl Context {
 /// failed (missing published files are not failures: they are reported by name).
 pub fn run(o: Options) -> Result<bool> {
     let started = Instant::now();
-    let profile: Profile = o.profile.parse()?;
+    let profile: Profile = if o.rehearse {
+        Profile::Paper
+    } else {
+        o.profile.parse()?
+    };
     crate::device(&o.device)?;
-    let out = o
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(profile.name()));
+    let out = o.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(if o.rehearse {
+            "rehearsal"
+        } else {
+            profile.name()
+        })
+    });
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let out = out.canonicalize()?;
     // Absolute: the experiment files live in the run folders.
-    let published = absolute(ono_data::benchmarks::data_dir(o.data_dir.as_deref()))?;
+    let published = if o.rehearse {
+        out.join("miniatures")
+    } else {
+        absolute(ono_data::benchmarks::data_dir(o.data_dir.as_deref()))?
+    };
     let neuralop = match o
         .neuralop_dir
         .clone()
@@ -175,7 +205,11 @@ pub fn run(o: Options) -> Result<bool> {
     );
     let tables = plan::list(o.only.as_deref());
     let models = plan::list(o.models.as_deref());
-    let plan = plan::select(plan::plan(profile, &data)?, &tables, &models)?;
+    let mut plan = plan::select(plan::plan(profile, &data)?, &tables, &models)?;
+    if o.rehearse {
+        let split = write_miniatures(&data.published)?;
+        plan = plan::rehearsal::rehearse(plan, &data.published, split)?;
+    }
     // What the report compares this profile with: the cells it drops, the settings it shrinks.
     let paper = match profile {
         Profile::Paper => None,
@@ -197,6 +231,7 @@ pub fn run(o: Options) -> Result<bool> {
         commit: commit(),
         quiet: false,
         eval_batch: 4,
+        discard_checkpoints: o.rehearse,
         reference: match o.reference_python {
             Some(python) => {
                 let script = absolute(
@@ -310,6 +345,41 @@ pub fn run(o: Options) -> Result<bool> {
     Ok(!failed)
 }
 
+/// Writes the rehearsal's miniatures of the six benchmarks into `dir` (once: a marker names
+/// what wrote them) and returns their split. One process writes while the others wait.
+fn write_miniatures(dir: &Path) -> Result<ono_data::benchmarks::miniature::Miniature> {
+    use ono_data::benchmarks::{miniature, Benchmark};
+    let _lock = ono_io::lock::FileLock::acquire(&dir.join(".lock"), &ono_io::lock::this_process())?;
+    let marker = dir.join("written-by");
+    let stamp = format!("ono {} write_rehearsal", env!("CARGO_PKG_VERSION"));
+    let mut split = None;
+    let fresh = std::fs::read_to_string(&marker).ok().as_deref() != Some(stamp.as_str());
+    for b in [
+        Benchmark::Darcy,
+        Benchmark::Ns2d,
+        Benchmark::Airfoil,
+        Benchmark::Pipe,
+        Benchmark::Elasticity,
+        Benchmark::Plasticity,
+    ] {
+        let m = if fresh {
+            eprintln!(
+                "[data] a rehearsal miniature of {} in {}",
+                b.name(),
+                dir.display()
+            );
+            miniature::write_rehearsal(b, dir)?
+        } else {
+            miniature::rehearsal_split(b)?
+        };
+        split = Some(m);
+    }
+    if fresh {
+        ono_io::atomic::write_atomic(&marker, stamp.as_bytes())?;
+    }
+    split.context("no benchmark")
+}
+
 /// An experiment's lock file, in its folder.
 fn lock_path(dir: &Path) -> PathBuf {
     dir.join(".lock")
@@ -365,6 +435,9 @@ impl Pass<'_> {
         );
         let t = Instant::now();
         let o = execute::run(e, dir, ctx);
+        if ctx.discard_checkpoints && o.status == execute::Status::Done {
+            let _ = std::fs::remove_dir_all(dir.join("checkpoints"));
+        }
         self.spent_new += t.elapsed().as_secs_f64();
         self.done_new += 1;
         match &o.status {

@@ -84,8 +84,94 @@ fn pt_file(dir: &Path, file: &str, arrays: &[NamedArray], bools: &[&str]) -> Res
     )?)
 }
 
+/// The sizes of a set of miniatures: samples per file and the spatial extents, per benchmark.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// Darcy: samples per file and the grid side (published: 1024, 421).
+    darcy: (usize, usize),
+    /// NS2d: samples, grid side, time steps (published: 1200, 64, 20).
+    ns2d: (usize, usize, usize),
+    /// Airfoil and Pipe: samples and the (H, W) grid (published: 221 × 51, 129 × 129).
+    airfoil: (usize, usize, usize),
+    pipe: (usize, usize, usize),
+    /// Elasticity: samples and points (published: 972 points).
+    elasticity: (usize, usize),
+    /// Plasticity: samples and (H, W, T) (published: 101 × 31 × 20).
+    plasticity: (usize, usize, usize, usize),
+}
+
+/// The loader tests' sizes: a few cells each, fast to read.
+const TINY: Sizes = Sizes {
+    darcy: (6, 21),
+    ns2d: (10, 8, 12),
+    airfoil: (9, 5, 4),
+    pipe: (9, 4, 5),
+    elasticity: (10, 12),
+    plasticity: (10, 6, 3, 5),
+};
+
+/// The rehearsal's sizes ([`write_rehearsal`]): the published grids where they are cheap
+/// (Airfoil's 221 × 51, Elasticity's 972 points, Plasticity's 101 × 31), and smaller ones where
+/// every model of the paper plan still runs at its paper size: Darcy at 211² (every second point
+/// of 421²: 43² at the paper's r = 5, 22² at Table 3's r = 10, where FNO's 12 modes still fit),
+/// NS2d at 32² and Pipe at 65² (the U-Nets' instance norms need 32² at least), and Plasticity
+/// with 10 of its 20 time steps (one optimizer step each; FNO-3D's 8 modes along time need 9).
+const REHEARSAL: Sizes = Sizes {
+    darcy: (6, 211),
+    ns2d: (6, 32, 20),
+    airfoil: (6, 221, 51),
+    pipe: (6, 65, 65),
+    elasticity: (6, 972),
+    plasticity: (6, 101, 31, 10),
+};
+
 /// Writes the miniature files of `benchmark` into `dir` (created if needed).
 pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
+    write_sized(benchmark, dir, &TINY)
+}
+
+/// Miniatures for rehearsing the paper profile (`ono reproduce --rehearse`): the published
+/// files' names, formats, variables, dtypes and axis order, six samples each (four to train, two
+/// to test) on grids where every model of the paper plan runs at its paper size. The benchmarks
+/// the paper plan does not read (Burgers, the neuraloperator sets, the Darcy inverse problem, the
+/// interpolated Elasticity grid) are [`write`]'s.
+pub fn write_rehearsal(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
+    let tiny = write_sized(benchmark, dir, &REHEARSAL)?;
+    Ok(rehearsal_sized(benchmark).unwrap_or(tiny))
+}
+
+/// The split of [`write_rehearsal`]'s files, without writing them.
+pub fn rehearsal_split(benchmark: Benchmark) -> Result<Miniature> {
+    match rehearsal_sized(benchmark) {
+        Some(m) => Ok(m),
+        // The others are `write`'s, whose split is known by writing them.
+        None => write_sized(
+            benchmark,
+            &std::env::temp_dir().join("ono-miniature-split"),
+            &TINY,
+        ),
+    }
+}
+
+/// The split of the benchmarks the rehearsal sizes: four samples to train, two to test.
+fn rehearsal_sized(benchmark: Benchmark) -> Option<Miniature> {
+    matches!(
+        benchmark,
+        Benchmark::Darcy
+            | Benchmark::Ns2d
+            | Benchmark::Airfoil
+            | Benchmark::Pipe
+            | Benchmark::Elasticity
+            | Benchmark::Plasticity
+    )
+    .then_some(Miniature {
+        samples: REHEARSAL.darcy.0,
+        ntrain: 4,
+        ntest: 2,
+    })
+}
+
+fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes) -> Result<Miniature> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
         path: dir.to_path_buf(),
         source,
@@ -103,26 +189,28 @@ pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
                 ("piececonst_r421_N1024_smooth1.mat", 0),
                 ("piececonst_r421_N1024_smooth2.mat", 100),
             ] {
-                let coeff = coded("coeff", &[6, 21, 21], false, |i| {
+                let (n, side) = z.darcy;
+                let coeff = coded("coeff", &[n, side, side], false, |i| {
                     if (i[0] + i[1] / 3 + i[2] / 4) % 2 == 0 {
                         12.0
                     } else {
                         3.0
                     }
                 })?;
-                let sol = coded("sol", &[6, 21, 21], false, |i| {
+                let sol = coded("sol", &[n, side, side], false, |i| {
                     code(&[i[0] + offset, i[1], i[2]]) + 1.0
                 })?;
-                let kcoeff = coded("Kcoeff", &[6, 21, 21], false, code)?;
+                let kcoeff = coded("Kcoeff", &[n, side, side], false, code)?;
                 mat_v5::write(&dir.join(file), &[coeff, sol, kcoeff], true)?;
             }
             Ok(m(6, 4, 3))
         }
         Benchmark::Ns2d => {
             // scipy.io.savemat (uncompressed), float32, [sample, x, y, time], 12 frames.
-            let a = coded("a", &[10, 8, 8], true, |i| code(i) + 1.0)?;
-            let u = coded("u", &[10, 8, 8, 12], true, |i| code(i) + 1.0)?;
-            let t = coded("t", &[1, 12], true, |i| (i[1] + 1) as f64)?;
+            let (n, side, steps) = z.ns2d;
+            let a = coded("a", &[n, side, side], true, |i| code(i) + 1.0)?;
+            let u = coded("u", &[n, side, side, steps], true, |i| code(i) + 1.0)?;
+            let t = coded("t", &[1, steps], true, |i| (i[1] + 1) as f64)?;
             mat_v5::write(
                 &dir.join("NavierStokes_V1e-5_N1200_T20.mat"),
                 &[a, u, t],
@@ -138,28 +226,31 @@ pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
             Ok(m(8, 5, 2))
         }
         Benchmark::Airfoil => {
-            let x = coded("NACA_Cylinder_X", &[9, 5, 4], false, |i| code(i) + 1.0)?;
-            let y = coded("NACA_Cylinder_Y", &[9, 5, 4], false, |i| code(i) + 2.0)?;
-            let q = coded("NACA_Cylinder_Q", &[9, 5, 5, 4], false, |i| code(i) + 3.0)?;
+            let (n, h, w) = z.airfoil;
+            let x = coded("NACA_Cylinder_X", &[n, h, w], false, |i| code(i) + 1.0)?;
+            let y = coded("NACA_Cylinder_Y", &[n, h, w], false, |i| code(i) + 2.0)?;
+            let q = coded("NACA_Cylinder_Q", &[n, 5, h, w], false, |i| code(i) + 3.0)?;
             npy_file(dir, "NACA_Cylinder_X.npy", &x)?;
             npy_file(dir, "NACA_Cylinder_Y.npy", &y)?;
             npy_file(dir, "NACA_Cylinder_Q.npy", &q)?;
             Ok(m(9, 5, 3))
         }
         Benchmark::Pipe => {
-            let x = coded("Pipe_X", &[9, 4, 5], true, |i| code(i) + 1.0)?;
-            let y = coded("Pipe_Y", &[9, 4, 5], true, |i| code(i) + 2.0)?;
-            let q = coded("Pipe_Q", &[9, 3, 4, 5], true, |i| code(i) + 3.0)?;
+            let (n, h, w) = z.pipe;
+            let x = coded("Pipe_X", &[n, h, w], true, |i| code(i) + 1.0)?;
+            let y = coded("Pipe_Y", &[n, h, w], true, |i| code(i) + 2.0)?;
+            let q = coded("Pipe_Q", &[n, 3, h, w], true, |i| code(i) + 3.0)?;
             npy_file(dir, "Pipe_X.npy", &x)?;
             npy_file(dir, "Pipe_Y.npy", &y)?;
             npy_file(dir, "Pipe_Q.npy", &q)?;
             Ok(m(9, 5, 3))
         }
         Benchmark::Elasticity => {
-            let sigma = coded("Random_UnitCell_sigma_10", &[12, 10], false, |i| {
+            let (n, points) = z.elasticity;
+            let sigma = coded("Random_UnitCell_sigma_10", &[points, n], false, |i| {
                 code(i) + 1.0
             })?;
-            let xy = coded("Random_UnitCell_XY_10", &[12, 2, 10], false, |i| {
+            let xy = coded("Random_UnitCell_XY_10", &[points, 2, n], false, |i| {
                 code(i) + 2.0
             })?;
             npy_file(dir, "Random_UnitCell_sigma_10.npy", &sigma)?;
@@ -215,8 +306,9 @@ pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
             Ok(m(10, 6, 3))
         }
         Benchmark::Plasticity => {
-            let input = coded("input", &[10, 6], false, |i| code(i) + 1.0)?;
-            let output = coded("output", &[10, 6, 3, 5, 4], false, |i| code(i) + 1.0)?;
+            let (n, h, w, steps) = z.plasticity;
+            let input = coded("input", &[n, h], false, |i| code(i) + 1.0)?;
+            let output = coded("output", &[n, h, w, steps, 4], false, |i| code(i) + 1.0)?;
             mat_v5::write(&dir.join("plas_N987_T20.mat"), &[input, output], true)?;
             Ok(m(10, 6, 3))
         }

@@ -10,6 +10,7 @@
 
 mod bases;
 mod reduced;
+pub mod rehearsal;
 mod tables;
 
 use std::path::PathBuf;
