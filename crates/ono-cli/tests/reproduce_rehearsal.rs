@@ -47,6 +47,13 @@ fn the_whole_paper_plan_rehearses_on_miniatures() {
         assert!(miniatures.join(f).is_file(), "{f}");
     }
     assert!(!log.contains("no data"), "{log}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.starts_with("# The ONO paper's tables: a rehearsal of the paper profile"),
+        "{}",
+        &report[..200.min(report.len())]
+    );
+    assert!(report.contains("`ono reproduce --rehearse`"));
     // Finished experiments keep no checkpoint (paper-size ones reach gigabytes).
     assert!(!out.join("pipe/ufno/checkpoints").exists());
     let _ = std::fs::remove_dir_all(&dir);

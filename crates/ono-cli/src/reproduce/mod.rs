@@ -133,9 +133,9 @@ pub struct Context {
     pub commit: String,
     pub quiet: bool,
     pub eval_batch: i64,
-    /// Delete a finished experiment's checkpoints (the rehearsal's paper-size models are
-    /// gigabytes each, and nothing reads them).
-    pub discard_checkpoints: bool,
+    /// A rehearsal (`--rehearse`): the report says so, and a finished experiment's checkpoints
+    /// are deleted (paper-size models are gigabytes each, and nothing reads them).
+    pub rehearsal: bool,
     /// Runs the reference loop after each trained experiment.
     pub reference: Option<execute::ReferenceLoop>,
 }
@@ -152,7 +152,7 @@ impl Context {
             commit: String::new(),
             quiet: true,
             eval_batch: 1,
-            discard_checkpoints: false,
+            rehearsal: false,
             reference: None,
         }
     }
@@ -231,7 +231,7 @@ pub fn run(o: Options) -> Result<bool> {
         commit: commit(),
         quiet: false,
         eval_batch: 4,
-        discard_checkpoints: o.rehearse,
+        rehearsal: o.rehearse,
         reference: match o.reference_python {
             Some(python) => {
                 let script = absolute(
@@ -435,7 +435,7 @@ impl Pass<'_> {
         );
         let t = Instant::now();
         let o = execute::run(e, dir, ctx);
-        if ctx.discard_checkpoints && o.status == execute::Status::Done {
+        if ctx.rehearsal && o.status == execute::Status::Done {
             let _ = std::fs::remove_dir_all(dir.join("checkpoints"));
         }
         self.spent_new += t.elapsed().as_secs_f64();

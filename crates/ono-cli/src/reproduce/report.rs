@@ -174,12 +174,21 @@ pub fn write(
     let readings = Readings::new(plan, outcomes);
     let found = findings::evaluate(&readings, paper);
     let mut md = String::new();
-    let _ = writeln!(md, "# The ONO paper's tables: {} profile\n", profile.name());
+    let (title, flag) = if ctx.rehearsal {
+        (
+            "a rehearsal of the paper profile (miniature files, one epoch of a few steps: the numbers check that every cell runs, they are not results)".to_string(),
+            "--rehearse".to_string(),
+        )
+    } else {
+        (
+            format!("{} profile", profile.name()),
+            format!("--profile {}", profile.name()),
+        )
+    };
+    let _ = writeln!(md, "# The ONO paper's tables: {title}\n");
     let _ = writeln!(
         md,
-        "- Command: `cargo xtask reproduce --profile {}` (or `ono reproduce --profile {}`), with the selection recorded in summary.json\n- Machine: {}\n- Device: {}\n- Commit: {}\n- Report written: {}; this call took {} (experiments finished by earlier calls keep their own date and wall time below)\n",
-        profile.name(),
-        profile.name(),
+        "- Command: `cargo xtask reproduce {flag}` (or `ono reproduce {flag}`), with the selection recorded in summary.json\n- Machine: {}\n- Device: {}\n- Commit: {}\n- Report written: {}; this call took {} (experiments finished by earlier calls keep their own date and wall time below)\n",
         ctx.machine,
         ctx.device,
         ctx.commit,
