@@ -137,24 +137,12 @@ pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
 /// interpolated Elasticity grid) are [`write`]'s.
 pub fn write_rehearsal(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
     let tiny = write_sized(benchmark, dir, &REHEARSAL)?;
-    Ok(rehearsal_sized(benchmark).unwrap_or(tiny))
+    Ok(rehearsal_split(benchmark).unwrap_or(tiny))
 }
 
-/// The split of [`write_rehearsal`]'s files, without writing them.
-pub fn rehearsal_split(benchmark: Benchmark) -> Result<Miniature> {
-    match rehearsal_sized(benchmark) {
-        Some(m) => Ok(m),
-        // The others are `write`'s, whose split is known by writing them.
-        None => write_sized(
-            benchmark,
-            &std::env::temp_dir().join("ono-miniature-split"),
-            &TINY,
-        ),
-    }
-}
-
-/// The split of the benchmarks the rehearsal sizes: four samples to train, two to test.
-fn rehearsal_sized(benchmark: Benchmark) -> Option<Miniature> {
+/// The split of [`write_rehearsal`]'s files of the six benchmarks it sizes (four samples to
+/// train, two to test), without writing them; `None` for the others ([`write`]'s).
+pub fn rehearsal_split(benchmark: Benchmark) -> Option<Miniature> {
     matches!(
         benchmark,
         Benchmark::Darcy
