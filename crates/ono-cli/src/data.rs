@@ -56,6 +56,9 @@ pub enum DataCmd {
         /// Where to write.
         #[arg(long)]
         out: PathBuf,
+        /// The MAT files' version: 5 (the published files') or 7.3 (HDF5).
+        #[arg(long, default_value = "5")]
+        mat: String,
     },
     /// Darcy flow (FNO's process: GRF coefficient thresholded to 12/3, −∇·(a∇u) = 1 solved with
     /// the reference finite differences) at a chosen resolution, as a dataset file for
@@ -154,9 +157,19 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             data_info(&benchmark, data_dir, &opts)
         }
         DataCmd::Gen(args) => data_gen(&args),
-        DataCmd::Miniature { benchmark, out } => {
+        DataCmd::Miniature {
+            benchmark,
+            out,
+            mat,
+        } => {
+            use ono_data::benchmarks::miniature::{self, MatVersion};
             let b: Benchmark = benchmark.parse()?;
-            let m = ono_data::benchmarks::miniature::write(b, &out)?;
+            let mat = match mat.as_str() {
+                "5" => MatVersion::V5,
+                "7.3" => MatVersion::V73,
+                other => anyhow::bail!("--mat: `{other}` is not 5 or 7.3"),
+            };
+            let m = miniature::write_as(b, &out, mat)?;
             eprintln!(
                 "wrote a miniature {} ({} samples per file; use ntrain = {}, ntest = {}) to {}",
                 b.name(),

@@ -540,3 +540,79 @@ fn too_few_samples_and_wrong_shapes_are_refused() {
         .to_string();
     assert!(e.contains("sol") && e.contains("shape"), "{e}");
 }
+
+/// Every tensor of a split, by name, for comparing two loads.
+fn tensors(s: &ono_data::dataset::Split) -> Vec<(&'static str, Tensor)> {
+    let mut v = vec![
+        ("fx", s.fx.shallow_clone()),
+        ("y", s.y.shallow_clone()),
+        ("pos", s.pos.shallow_clone()),
+    ];
+    v.extend(s.query.as_ref().map(|t| ("query", t.shallow_clone())));
+    v.extend(s.aux.as_ref().map(|t| ("aux", t.shallow_clone())));
+    v
+}
+
+/// The MAT files of Darcy, NS2d, Burgers and Plasticity, written as MAT v7.3 (HDF5) instead of
+/// the published v5, load into the same datasets, bit for bit, in every layout that reads them;
+/// at the rehearsal's sizes too (Darcy 211², NS2d 32² × 20).
+#[test]
+fn mat73_miniatures_load_as_the_v5_ones() {
+    use miniature::MatVersion;
+    let cases = [
+        (Benchmark::Darcy, Layout::Ono, false),
+        (Benchmark::Darcy, Layout::Galerkin, false),
+        (Benchmark::Ns2d, Layout::Ono, false),
+        (Benchmark::Burgers, Layout::Galerkin, false),
+        (Benchmark::Plasticity, Layout::Ono, false),
+        (Benchmark::Darcy, Layout::Ono, true),
+        (Benchmark::Ns2d, Layout::Ono, true),
+    ];
+    for (b, layout, rehearsal) in cases {
+        let what = format!("{} {layout:?}, rehearsal sizes: {rehearsal}", b.name());
+        let loads: Vec<_> = [MatVersion::V5, MatVersion::V73]
+            .into_iter()
+            .map(|mat| {
+                let dir = temp_dir(&format!("{}-{layout:?}-{rehearsal}-{mat:?}", b.name()));
+                let m = if rehearsal {
+                    miniature::write_rehearsal(b, &dir, mat).unwrap()
+                } else {
+                    miniature::write_as(b, &dir, mat).unwrap()
+                };
+                let head = std::fs::read(dir.join(mat_file(b))).unwrap();
+                let hdf5 = head.get(512..520) == Some(b"\x89HDF\r\n\x1a\n");
+                assert_eq!(hdf5, mat == MatVersion::V73, "{what}: {mat:?}");
+                let opts = LoadOptions {
+                    ntrain: Some(m.ntrain),
+                    ntest: Some(m.ntest),
+                    layout,
+                    ..Default::default()
+                };
+                let loaded = benchmarks::load(b, &dir, &opts).unwrap();
+                let _ = std::fs::remove_dir_all(&dir);
+                loaded
+            })
+            .collect();
+        let (v5, v73) = (&loads[0].dataset, &loads[1].dataset);
+        assert_eq!(v5.grid, v73.grid, "{what}");
+        for (a, b) in [(&v5.train, &v73.train), (&v5.test, &v73.test)] {
+            let (ta, tb) = (tensors(a), tensors(b));
+            assert_eq!(ta.len(), tb.len(), "{what}");
+            for ((name, x), (_, y)) in ta.iter().zip(&tb) {
+                assert_eq!(x.size(), y.size(), "{what}: {name}");
+                assert!(x.equal(y), "{what}: {name} differs");
+            }
+        }
+    }
+}
+
+/// The MAT file a benchmark's miniature writes first.
+fn mat_file(b: Benchmark) -> &'static str {
+    match b {
+        Benchmark::Darcy => "piececonst_r421_N1024_smooth1.mat",
+        Benchmark::Ns2d => "NavierStokes_V1e-5_N1200_T20.mat",
+        Benchmark::Burgers => "burgers_data_R10.mat",
+        Benchmark::Plasticity => "plas_N987_T20.mat",
+        _ => unreachable!("{} has no MAT file", b.name()),
+    }
+}

@@ -366,7 +366,7 @@ fn write_miniatures(dir: &Path) -> Result<ono_data::benchmarks::miniature::Minia
                 b.name(),
                 dir.display()
             );
-            miniature::write_rehearsal(b, dir)?;
+            miniature::write_rehearsal(b, dir, miniature::MatVersion::V5)?;
         }
         ono_io::atomic::write_atomic(&marker, stamp.as_bytes())?;
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::Benchmark;
 use crate::array::{ArrayData, NamedArray};
-use crate::readers::{mat_v5, npy};
+use crate::readers::{hdf5_mat, mat_v5, npy};
 use crate::{Error, Result};
 
 /// The sizes a miniature benchmark is written with.
@@ -84,6 +84,28 @@ fn pt_file(dir: &Path, file: &str, arrays: &[NamedArray], bools: &[&str]) -> Res
     )?)
 }
 
+/// The MAT-file version of a miniature's MAT files (Darcy, NS2d, Burgers, Plasticity). The
+/// published files are v5; MATLAB's `save -v7.3` (HDF5) is how larger re-saved copies come, and
+/// the loaders read both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MatVersion {
+    /// MAT v5/v7 (`scipy.io.savemat`, MATLAB's default `save`): the published files' format.
+    #[default]
+    V5,
+    /// MAT v7.3: HDF5 with MATLAB's 512-byte header.
+    V73,
+}
+
+impl MatVersion {
+    fn write(self, path: &Path, arrays: &[NamedArray], compress: bool) -> Result<()> {
+        match self {
+            MatVersion::V5 => mat_v5::write(path, arrays, compress),
+            // Contiguous, as `hdf5_mat::write_mat73` says why.
+            MatVersion::V73 => hdf5_mat::write_mat73(path, arrays),
+        }
+    }
+}
+
 /// The sizes of a set of miniatures: samples per file and the spatial extents, per benchmark.
 #[derive(Debug, Clone, Copy)]
 struct Sizes {
@@ -125,9 +147,36 @@ const REHEARSAL: Sizes = Sizes {
     plasticity: (6, 101, 31, 10),
 };
 
+/// The published files' sizes with `samples` samples per file: the shapes of the paper's runs
+/// (`ono reproduce --plan-only --measure` times steps on them).
+const fn published(samples: usize) -> Sizes {
+    Sizes {
+        darcy: (samples, 421),
+        ns2d: (samples, 64, 20),
+        airfoil: (samples, 221, 51),
+        pipe: (samples, 129, 129),
+        elasticity: (samples, 972),
+        plasticity: (samples, 101, 31, 20),
+    }
+}
+
 /// Writes the miniature files of `benchmark` into `dir` (created if needed).
 pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
-    write_sized(benchmark, dir, &TINY)
+    write_sized(benchmark, dir, &TINY, MatVersion::V5)
+}
+
+/// [`write`] with the MAT files in `mat`'s version.
+pub fn write_as(benchmark: Benchmark, dir: &Path, mat: MatVersion) -> Result<Miniature> {
+    write_sized(benchmark, dir, &TINY, mat)
+}
+
+/// Files of the published sizes (Darcy 421², NS2d 64² × 20, Airfoil 221 × 51, Pipe 129²,
+/// Elasticity 972 points, Plasticity 101 × 31 × 20) with `samples` samples each, in the published
+/// formats: what a step of a paper-size run reads, without its data. The split returned is
+/// [`write`]'s; choose `ntrain` and `ntest` to fit `samples`.
+pub fn write_published(benchmark: Benchmark, dir: &Path, samples: usize) -> Result<Miniature> {
+    let written = write_sized(benchmark, dir, &published(samples), MatVersion::V5)?;
+    Ok(Miniature { samples, ..written })
 }
 
 /// Miniatures for rehearsing the paper profile (`ono reproduce --rehearse`): the published
@@ -135,8 +184,9 @@ pub fn write(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
 /// to test) on grids where every model of the paper plan runs at its paper size. The benchmarks
 /// the paper plan does not read (Burgers, the neuraloperator sets, the Darcy inverse problem, the
 /// interpolated Elasticity grid) are [`write`]'s.
-pub fn write_rehearsal(benchmark: Benchmark, dir: &Path) -> Result<Miniature> {
-    let tiny = write_sized(benchmark, dir, &REHEARSAL)?;
+/// `mat` is the MAT files' version (the published files are [`MatVersion::V5`]).
+pub fn write_rehearsal(benchmark: Benchmark, dir: &Path, mat: MatVersion) -> Result<Miniature> {
+    let tiny = write_sized(benchmark, dir, &REHEARSAL, mat)?;
     Ok(rehearsal_split(benchmark).unwrap_or(tiny))
 }
 
@@ -159,7 +209,7 @@ pub fn rehearsal_split(benchmark: Benchmark) -> Option<Miniature> {
     })
 }
 
-fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes) -> Result<Miniature> {
+fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes, mat: MatVersion) -> Result<Miniature> {
     std::fs::create_dir_all(dir).map_err(|source| Error::Io {
         path: dir.to_path_buf(),
         source,
@@ -189,7 +239,7 @@ fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes) -> Result<Miniature>
                     code(&[i[0] + offset, i[1], i[2]]) + 1.0
                 })?;
                 let kcoeff = coded("Kcoeff", &[n, side, side], false, code)?;
-                mat_v5::write(&dir.join(file), &[coeff, sol, kcoeff], true)?;
+                mat.write(&dir.join(file), &[coeff, sol, kcoeff], true)?;
             }
             Ok(m(6, 4, 3))
         }
@@ -199,7 +249,7 @@ fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes) -> Result<Miniature>
             let a = coded("a", &[n, side, side], true, |i| code(i) + 1.0)?;
             let u = coded("u", &[n, side, side, steps], true, |i| code(i) + 1.0)?;
             let t = coded("t", &[1, steps], true, |i| (i[1] + 1) as f64)?;
-            mat_v5::write(
+            mat.write(
                 &dir.join("NavierStokes_V1e-5_N1200_T20.mat"),
                 &[a, u, t],
                 false,
@@ -210,7 +260,7 @@ fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes) -> Result<Miniature>
             let a = coded("a", &[8, 64], false, |i| code(i) + 1.0)?;
             let u = coded("u", &[8, 64], false, |i| code(i) + 0.5)?;
             let a_x = coded("a_x", &[8, 64], false, code)?;
-            mat_v5::write(&dir.join("burgers_data_R10.mat"), &[a, u, a_x], true)?;
+            mat.write(&dir.join("burgers_data_R10.mat"), &[a, u, a_x], true)?;
             Ok(m(8, 5, 2))
         }
         Benchmark::Airfoil => {
@@ -297,7 +347,7 @@ fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes) -> Result<Miniature>
             let (n, h, w, steps) = z.plasticity;
             let input = coded("input", &[n, h], false, |i| code(i) + 1.0)?;
             let output = coded("output", &[n, h, w, steps, 4], false, |i| code(i) + 1.0)?;
-            mat_v5::write(&dir.join("plas_N987_T20.mat"), &[input, output], true)?;
+            mat.write(&dir.join("plas_N987_T20.mat"), &[input, output], true)?;
             Ok(m(10, 6, 3))
         }
     }

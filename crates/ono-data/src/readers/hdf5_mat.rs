@@ -11,6 +11,9 @@
 //! `logical` (uint8) are read; `char`, `cell`, `struct`, sparse, complex and object variables are
 //! skipped when all variables are read and refused when asked for by name. `#refs#` and
 //! `#subsystem#` (MATLAB's internal groups) are never variables.
+//!
+//! [`write_mat73`] writes such files (through `hdf5-pure`'s MAT writer), for the miniature
+//! benchmark copies in this format.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -21,6 +24,47 @@ use super::mat_v5::MEMORY_PATH;
 use super::npy::{format_error, io_error};
 use crate::array::{ArrayData, NamedArray};
 use crate::Result;
+
+/// Writes `arrays` (row-major, numpy's order: `a[i, j, k]` becomes MATLAB's `a(i+1, j+1, k+1)`)
+/// as a MATLAB v7.3 file, atomically. 0-D and 1-D arrays become 1×1 and 1×n, as in
+/// [`super::mat_v5::write`]. The data are stored contiguous, not deflated: `hdf5-pure` compresses
+/// only in HDF5 1.10's chunk format, and MATLAB's v7.3 loader reads the 1.8 format.
+pub fn write_mat73(path: &Path, arrays: &[NamedArray]) -> Result<()> {
+    use hdf5_pure::mat::{MatBuilder, Options};
+    let mut mat = MatBuilder::new(Options::default());
+    let invalid = |name: &str, e: hdf5_pure::mat::MatError| {
+        crate::Error::Invalid(format!("MAT v7.3 variable `{name}`: {e}"))
+    };
+    for a in arrays {
+        let dims: Vec<usize> = match a.shape.len() {
+            0 => vec![1, 1],
+            1 => vec![1, a.shape[0]],
+            _ => a.shape.clone(),
+        };
+        // The reordering of the v5 writer: row-major data of shape S, read as column-major, are
+        // the array of shape reverse(S) with its axes reversed.
+        let rev: Vec<usize> = dims.iter().rev().copied().collect();
+        let column_major = NamedArray::from_fortran(a.name.clone(), rev, a.data.clone())?.data;
+        let name = a.name.as_str();
+        match &column_major {
+            ArrayData::F64(v) => mat.write_f64(name, &dims, v),
+            ArrayData::F32(v) => mat.write_f32(name, &dims, v),
+            ArrayData::I64(v) => mat.write_i64(name, &dims, v),
+            ArrayData::I32(v) => mat.write_i32(name, &dims, v),
+            ArrayData::I16(v) => mat.write_i16(name, &dims, v),
+            ArrayData::I8(v) => mat.write_i8(name, &dims, v),
+            ArrayData::U8(v) => mat.write_u8(name, &dims, v),
+            ArrayData::U16(v) => mat.write_u16(name, &dims, v),
+            ArrayData::U32(v) => mat.write_u32(name, &dims, v),
+            ArrayData::U64(v) => mat.write_u64(name, &dims, v),
+        }
+        .map_err(|e| invalid(name, e))?;
+    }
+    ono_io::atomic::try_write_atomic_with(path, |w| {
+        mat.finish_to(w)
+            .map_err(|e| format_error(path, format!("writing MAT v7.3: {e}")))
+    })
+}
 
 /// deflate (MATLAB's only filter) cannot expand data more than about 1032:1.
 const MAX_DEFLATE_RATIO: u64 = 1032;
