@@ -70,3 +70,27 @@ pub fn run(
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
 }
+
+/// Times `steps` batches of the run in `config` after `warmup` (on `device` and with `threads`
+/// when given, else the file's); prints one JSON line ([`ono_train::bench_train::BatchReport`]).
+pub fn run_train(
+    config: &std::path::Path,
+    steps: usize,
+    warmup: usize,
+    dev: Option<String>,
+    threads: Option<i32>,
+) -> Result<()> {
+    let mut cfg = ono_train::config::TrainConfig::from_file(config)?;
+    if let Some(d) = dev {
+        device(&d)?;
+        cfg.device = d;
+    }
+    if let Some(t) = threads {
+        anyhow::ensure!(t > 0, "--threads must be positive");
+        cfg.threads = t;
+    }
+    let report = ono_train::bench_train::bench_train(cfg, warmup, steps)
+        .with_context(|| format!("in {}", config.display()))?;
+    println!("{}", serde_json::to_string(&report)?);
+    Ok(())
+}

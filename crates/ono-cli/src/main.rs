@@ -162,6 +162,25 @@ enum Cmd {
         #[arg(long, default_value = "f32")]
         precision: String,
     },
+    /// Time whole training batches of a run configuration (its data, model, regime, loss and
+    /// optimizer, as `ono train` trains them) and print one JSON line: parameters, seconds per
+    /// batch, peak memory, bytes per sample. Nothing is written.
+    BenchTrain {
+        /// The run's TOML file (as for `ono train`).
+        config: PathBuf,
+        /// Timed batches.
+        #[arg(long, default_value_t = 2)]
+        steps: usize,
+        /// Untimed warm-up batches.
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// cpu, cuda or cuda:N (default: the file's).
+        #[arg(long)]
+        device: Option<String>,
+        /// Torch intra-op threads (default: the file's).
+        #[arg(long)]
+        threads: Option<i32>,
+    },
     /// Reproduce the ONO paper's tables: train every model of every table (experiment files in
     /// each run folder), time the steps, and write report.md, summary.json and plots. Finished
     /// experiments are skipped, interrupted ones resume (`cargo xtask reproduce` builds and runs
@@ -249,6 +268,13 @@ fn dispatch(command: Cmd) -> Result<bool> {
             overrides.as_deref(),
             &precision,
         )?,
+        Cmd::BenchTrain {
+            config,
+            steps,
+            warmup,
+            device,
+            threads,
+        } => bench::run_train(&config, steps, warmup, device, threads)?,
         Cmd::Reproduce(options) => return reproduce::run(options),
     }
     Ok(true)

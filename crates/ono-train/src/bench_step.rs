@@ -289,7 +289,8 @@ pub fn bench_step(
     })
 }
 
-fn sync(device: Device) {
+/// Waits for the device's queued work (nothing to wait for on the CPU).
+pub(crate) fn sync(device: Device) {
     if let Device::Cuda(i) = device {
         tch::Cuda::synchronize(i as i64);
     }
@@ -304,7 +305,7 @@ pub fn peak_rss_mb() -> Option<f64> {
 }
 
 /// The median of sorted values.
-fn median(sorted: &[f64]) -> f64 {
+pub(crate) fn median(sorted: &[f64]) -> f64 {
     let n = sorted.len();
     if n % 2 == 1 {
         sorted[n / 2]

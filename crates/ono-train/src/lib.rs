@@ -13,6 +13,7 @@
 
 pub mod adamw;
 pub mod bench_step;
+pub mod bench_train;
 pub mod checkpoint;
 pub mod clip;
 pub mod config;

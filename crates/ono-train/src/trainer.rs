@@ -467,6 +467,43 @@ impl Trainer {
         })
     }
 
+    /// Times training batches as [`Trainer::run`] trains them (one batch: one or, per time step,
+    /// T optimizer steps): `warmup` untimed, then `timed` timed, all on the first epoch's first
+    /// batch, the device synchronized around each. The model and optimizer move on as in
+    /// training; nothing is written. Seconds per timed batch, in order.
+    pub fn time_batches(&mut self, warmup: usize, timed: usize) -> Result<Vec<f64>> {
+        let bs = self.cfg.batch_size as usize;
+        let batches = epoch_batches(
+            self.cfg.data.batch_order,
+            self.train.len(),
+            bs,
+            self.cfg.seed,
+            0,
+        );
+        let idx = batches
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Data("no training samples to time a batch on".into()))?;
+        let on_device = Tensor::f_from_slice(&idx)?.f_to_device(self.train.fx.device())?;
+        let mut times = Vec::with_capacity(timed);
+        for i in 0..warmup + timed {
+            crate::bench_step::sync(self.device);
+            let start = Instant::now();
+            {
+                let _deferred = self.health.enter(self.state.global_step);
+                tch::with_grad(|| self.train_batch(&idx, &on_device))?;
+            }
+            self.unchecked = true;
+            self.state.global_step += 1;
+            crate::bench_step::sync(self.device);
+            if i >= warmup {
+                times.push(start.elapsed().as_secs_f64());
+            }
+        }
+        self.flush_losses()?;
+        Ok(times)
+    }
+
     /// One batch (one or, per time step, T optimizer steps) of the samples `idx` (also given on
     /// the device). Returns the lr used.
     fn train_batch(&mut self, idx: &[i64], idx_on_device: &Tensor) -> Result<f64> {

@@ -180,7 +180,12 @@ pub fn cost(e: &Experiment) -> f64 {
         return 0.0;
     };
     let d = &config.data;
-    let samples = d.ntrain.unwrap_or(1000) as f64;
+    let default = d
+        .benchmark
+        .as_deref()
+        .and_then(|b| b.parse::<ono_data::benchmarks::Benchmark>().ok())
+        .map_or(1000, |b| b.default_split(d.layout).0);
+    let samples = d.ntrain.map_or(default, |n| n as usize) as f64;
     let side = |full: f64, r: Option<usize>| ((full - 1.0) / r.unwrap_or(1) as f64).floor() + 1.0;
     let points = match d.benchmark.as_deref() {
         Some("darcy") | Some("darcy_inverse") => side(421.0, d.r.or(Some(5))).powi(2),

@@ -3,6 +3,7 @@
 //! resuming interrupted ones); [`report`] writes `report.md` (led by the paper's findings as
 //! [`findings`] judges them), `summary.json` and the plots.
 
+mod budget;
 mod execute;
 mod findings;
 mod jobs;
@@ -50,6 +51,12 @@ pub struct Options {
     /// Write plan.md and each experiment's file, run nothing.
     #[arg(long)]
     pub plan_only: bool,
+    /// With --plan-only: train a few batches of every experiment at its real size and batch on
+    /// `--device` (files of the published shapes, written into the results folder), and write
+    /// budget.md and budget.json: parameters, seconds per batch, peak memory, the data's size and
+    /// the estimated hours of every run.
+    #[arg(long, requires = "plan_only", conflicts_with = "rehearse")]
+    pub measure: bool,
     /// After each trained experiment, train it again with the PyTorch reference loop
     /// (`benches/pytorch/train_ref.py`) run by this Python (torch and the restatements'
     /// packages), and report both (`cargo xtask reproduce --reference` sets it).
@@ -256,6 +263,17 @@ pub fn run(o: Options) -> Result<bool> {
             plan.cells.len(),
             out.join("plan.md").display()
         );
+        if o.measure {
+            let b = budget::measure(&plan, &out, &ctx)?;
+            budget::write(&out, &b)?;
+            print!("{}", budget::markdown(&b));
+            eprintln!("budget: {}", out.join("budget.md").display());
+            let failed = b
+                .experiments
+                .iter()
+                .any(|r| matches!(r.status, budget::Status::Failed { .. }));
+            return Ok(!failed);
+        }
         return Ok(true);
     }
     {
@@ -345,32 +363,57 @@ pub fn run(o: Options) -> Result<bool> {
     Ok(!failed)
 }
 
-/// Writes the rehearsal's miniatures of the six benchmarks into `dir` (once: a marker names
-/// what wrote them) and returns their split. One process writes while the others wait.
+/// The six benchmarks the paper plan reads.
+const PUBLISHED: [ono_data::benchmarks::Benchmark; 6] = {
+    use ono_data::benchmarks::Benchmark;
+    [
+        Benchmark::Darcy,
+        Benchmark::Ns2d,
+        Benchmark::Airfoil,
+        Benchmark::Pipe,
+        Benchmark::Elasticity,
+        Benchmark::Plasticity,
+    ]
+};
+
+/// Writes the rehearsal's miniatures of the six benchmarks into `dir` and returns their split.
 fn write_miniatures(dir: &Path) -> Result<ono_data::benchmarks::miniature::Miniature> {
     use ono_data::benchmarks::{miniature, Benchmark};
+    write_once(dir, "write_rehearsal", &PUBLISHED, |b, dir| {
+        miniature::write_rehearsal(b, dir, miniature::MatVersion::V5)
+    })?;
+    miniature::rehearsal_split(Benchmark::Darcy).context("the rehearsal sizes Darcy")
+}
+
+/// Writes the files of `benchmarks` into `dir` with `write`, once: a marker names what wrote
+/// them (this version and `what`), and a folder with another marker is written again. One
+/// process writes while the others wait.
+fn write_once(
+    dir: &Path,
+    what: &str,
+    benchmarks: &[ono_data::benchmarks::Benchmark],
+    write: impl Fn(
+        ono_data::benchmarks::Benchmark,
+        &Path,
+    ) -> ono_data::Result<ono_data::benchmarks::miniature::Miniature>,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let _lock = ono_io::lock::FileLock::acquire(&dir.join(".lock"), &ono_io::lock::this_process())?;
     let marker = dir.join("written-by");
-    let stamp = format!("ono {} write_rehearsal", env!("CARGO_PKG_VERSION"));
+    let names: Vec<&str> = benchmarks.iter().map(|b| b.name()).collect();
+    let stamp = format!(
+        "ono {} {what}: {}",
+        env!("CARGO_PKG_VERSION"),
+        names.join(", ")
+    );
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(stamp.as_str()) {
-        for b in [
-            Benchmark::Darcy,
-            Benchmark::Ns2d,
-            Benchmark::Airfoil,
-            Benchmark::Pipe,
-            Benchmark::Elasticity,
-            Benchmark::Plasticity,
-        ] {
-            eprintln!(
-                "[data] a rehearsal miniature of {} in {}",
-                b.name(),
-                dir.display()
-            );
-            miniature::write_rehearsal(b, dir, miniature::MatVersion::V5)?;
+        for &b in benchmarks {
+            eprintln!("[data] {what}: {} in {}", b.name(), dir.display());
+            write(b, dir)?;
         }
         ono_io::atomic::write_atomic(&marker, stamp.as_bytes())?;
     }
-    miniature::rehearsal_split(Benchmark::Darcy).context("the rehearsal sizes Darcy")
+    Ok(())
 }
 
 /// An experiment's lock file, in its folder.

@@ -34,10 +34,11 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             msg: format!("the Galerkin layout subsamples by an even stride or 1 (BurgersDataset asserts it), got {r}"),
         });
     }
+    let (ntrain0, ntest0) = Benchmark::Burgers.default_split(opts.layout);
     let ntrain = opts
         .ntrain
-        .unwrap_or(if galerkin { total / 2 } else { 1000 });
-    let ntest = opts.ntest.unwrap_or(100);
+        .unwrap_or(if galerkin { total / 2 } else { ntrain0 });
+    let ntest = opts.ntest.unwrap_or(ntest0);
     let sub = |t: &tch::Tensor, k: Take, what: &str| -> Result<tch::Tensor> {
         Ok(k.apply(t, what)?
             .f_slice(1, 0, n_full, r)?

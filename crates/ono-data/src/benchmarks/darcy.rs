@@ -84,11 +84,8 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             msg: "the subsampling stride must be ≥ 1".into(),
         });
     }
-    let ntrain = opts.ntrain.unwrap_or(1000);
-    let ntest = opts.ntest.unwrap_or(match opts.layout {
-        Layout::Ono => 200,
-        Layout::Fno | Layout::Galerkin => 100,
-    });
+    let (ntrain0, ntest0) = Benchmark::Darcy.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let mut notes = Vec::new();
     let read =
         |path: &Path, take_n: Take, what: &str| -> Result<(tch::Tensor, tch::Tensor, i64, usize)> {
@@ -156,7 +153,8 @@ fn load_galerkin(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let b = Benchmark::Darcy;
     let (train_path, test_path) = files(dir, b)?;
     let r = opts.r.unwrap_or(3).max(1) as i64;
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1024), opts.ntest.unwrap_or(100));
+    let (ntrain0, ntest0) = Benchmark::Darcy.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::Last(ntest));
     let part = |path: &Path, take_n: Take, what: &str| -> Result<(Split, i64, usize)> {
         let full = read_full(path, take_n, what)?;

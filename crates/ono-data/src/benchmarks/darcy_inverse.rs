@@ -51,7 +51,8 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             msg: format!("must be finite and ≥ 0, got {noise}"),
         });
     }
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1024), opts.ntest.unwrap_or(100));
+    let (ntrain0, ntest0) = Benchmark::DarcyInverse.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::Last(ntest));
     // (u on the fine grid (S, n·n, 1), coefficient on the coarse grid (S, m·m, 1), n, m, total)
     let part =

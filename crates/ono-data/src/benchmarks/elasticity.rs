@@ -51,7 +51,8 @@ pub(super) fn load_points(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let sigma = tensor_of(&sa, &ps, &[None, None])?.f_transpose(0, 1)?; // (S, N)
     let (n, total) = (sa.shape[0], sa.shape[1]);
     let xy = tensor_of(&xya, &pxy, &[Some(n), Some(2), Some(total)])?.f_permute([2, 0, 1])?; // (S, N, 2)
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1000), opts.ntest.unwrap_or(200));
+    let (ntrain0, ntest0) = Benchmark::Elasticity.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::Last(ntest));
     let make = |k: Take, what: &str| -> Result<(Tensor, Tensor)> {
         Ok((
@@ -108,7 +109,8 @@ pub(super) fn load_grid(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let (h, w, total) = (ma.shape[0] as i64, ma.shape[1] as i64, ma.shape[2]);
     let sigma = tensor_of(&sa, &ps, &[Some(h as usize), Some(w as usize), Some(total)])?
         .f_permute([2, 0, 1])?;
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1000), opts.ntest.unwrap_or(200));
+    let (ntrain0, ntest0) = Benchmark::ElasticityGrid.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::Last(ntest));
     let make = |k: Take, what: &str| -> Result<(Tensor, Tensor)> {
         let m = k.apply(&mask, what)?;

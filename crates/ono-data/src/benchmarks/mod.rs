@@ -125,6 +125,28 @@ impl Benchmark {
             Benchmark::NeuralopBurgers => "neuralop_burgers",
         }
     }
+
+    /// The training and test samples its loader takes in `layout` when `ntrain` / `ntest` are
+    /// not given: the reference scripts' splits. (Burgers in the Galerkin layout trains on half
+    /// of its file instead of the first number.)
+    pub fn default_split(self, layout: Layout) -> (usize, usize) {
+        let galerkin = layout == Layout::Galerkin;
+        match self {
+            Benchmark::Darcy if galerkin => (1024, 100),
+            Benchmark::Darcy if layout == Layout::Ono => (1000, 200),
+            Benchmark::Darcy => (1000, 100),
+            Benchmark::DarcyInverse => (1024, 100),
+            Benchmark::Burgers => (1000, 100),
+            Benchmark::Plasticity => (900, 80),
+            Benchmark::NeuralopDarcy => (1000, 50),
+            Benchmark::NeuralopBurgers => (800, 400),
+            Benchmark::Ns2d
+            | Benchmark::Airfoil
+            | Benchmark::Pipe
+            | Benchmark::Elasticity
+            | Benchmark::ElasticityGrid => (1000, 200),
+        }
+    }
 }
 
 impl FromStr for Benchmark {

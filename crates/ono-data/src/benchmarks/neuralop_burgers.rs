@@ -70,7 +70,8 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         }
         Err(_) => None,
     };
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(800), opts.ntest.unwrap_or(400));
+    let (ntrain0, ntest0) = Benchmark::NeuralopBurgers.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::Range(ntrain, ntest));
     // (S, T·S, 1): the initial condition at every (t, x), and the solution.
     let fx = |k: Take, what: &str| -> Result<Tensor> {

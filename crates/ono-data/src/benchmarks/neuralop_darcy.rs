@@ -106,7 +106,8 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let test_name = test_file(resolution);
     let train_path = find_file(dir, b, &[TRAIN_FILE], NEURALOP_DATA)?;
     let test_path = find_file(dir, b, &[test_name.as_str()], NEURALOP_DATA)?;
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1000), opts.ntest.unwrap_or(50));
+    let (ntrain0, ntest0) = Benchmark::NeuralopDarcy.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::First(ntest));
     let (x_train, y_train, n, total_train) = read_file(&train_path, tr, "ntrain")?;
     let (x_test, y_test, m, total_test) = read_file(&test_path, te, "ntest")?;

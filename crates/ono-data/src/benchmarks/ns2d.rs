@@ -38,7 +38,8 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
         });
     }
     let r = opts.r.unwrap_or(1).max(1) as i64;
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1000), opts.ntest.unwrap_or(200));
+    let (ntrain0, ntest0) = Benchmark::Ns2d.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let frames = |take_n: Take, what: &str| -> Result<(tch::Tensor, tch::Tensor)> {
         let v = take_n
             .apply(&u, what)?

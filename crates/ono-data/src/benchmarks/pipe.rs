@@ -32,7 +32,8 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let y = tensor_of(&ya, &py, &[Some(total), Some(h), Some(w)])?;
     let q = tensor_of(&qa, &pq, &[Some(total), None, Some(h), Some(w)])?;
     let n = (h * w) as i64;
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(1000), opts.ntest.unwrap_or(200));
+    let (ntrain0, ntest0) = Benchmark::Pipe.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::Range(ntrain, ntest));
     let make = |k: Take, what: &str| -> Result<(Tensor, Tensor)> {
         let xy = Tensor::f_stack(&[k.apply(&x, what)?, k.apply(&y, what)?], -1)?;

@@ -26,7 +26,8 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     let output = tensor_of(&oa, &path, &[Some(total), Some(s1), None, None, None])?;
     let (s2, t, c) = (oa.shape[2] as i64, oa.shape[3] as i64, oa.shape[4] as i64);
     let n = s1 as i64 * s2;
-    let (ntrain, ntest) = (opts.ntrain.unwrap_or(900), opts.ntest.unwrap_or(80));
+    let (ntrain0, ntest0) = Benchmark::Plasticity.default_split(opts.layout);
+    let (ntrain, ntest) = (opts.ntrain.unwrap_or(ntrain0), opts.ntest.unwrap_or(ntest0));
     let (tr, te) = (Take::First(ntrain), Take::Last(ntest));
     let make = |k: Take, what: &str| -> Result<(tch::Tensor, tch::Tensor)> {
         let inp = k.apply(&input, what)?;

@@ -1,0 +1,527 @@
+//! `ono reproduce --plan-only --measure`: a plan you can budget. Every trained experiment of the
+//! plan is built at its real size and trained for a few batches, as its run would train them (its
+//! model, batch, regime, loss and optimizer; `ono bench-train` in a process of its own), on files
+//! of the published shapes written once into `<out>/measure-data`. Each gives parameters, seconds
+//! per batch, peak memory and the bytes its data take on the device, and from those the hours of
+//! the whole run, so that a cell that runs out of memory, and the GPU-hours of the whole plan, are
+//! known before anything is trained.
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+use ono_data::benchmarks::{miniature, Benchmark};
+use ono_train::bench_train::BatchReport;
+use ono_train::config::TrainConfig;
+
+use super::plan::{Plan, Work};
+use super::{execute, Context};
+
+/// Untimed batches before the timed ones (the first pays for allocation and kernel choice).
+const WARMUP: usize = 1;
+/// Timed batches; the median is reported.
+const TIMED: usize = 2;
+/// Test samples each measured run loads (it trains only; the loader wants a test split). Two,
+/// and two training samples at least, so that positions shared by all samples are told from
+/// per-sample ones by their leading size.
+const TEST_SAMPLES: usize = 2;
+/// GPU memory sizes a cell is checked against, in GiB.
+const GPU_GIB: [f64; 3] = [24.0, 40.0, 80.0];
+/// How often `nvidia-smi` is asked for a measured process's GPU memory.
+const GPU_SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// The budget of a plan on one device: `budget.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Budget {
+    /// The device measured on (`cpu`, `cuda:0`).
+    pub device: String,
+    pub machine: String,
+    pub commit: String,
+    /// Torch threads of the measured processes (`None`: libtorch's default).
+    pub threads: Option<i32>,
+    /// Where peak memory comes from on this device.
+    pub memory: MemorySource,
+    pub experiments: Vec<Row>,
+    /// The sum of the measured experiments' hours.
+    pub total_hours: f64,
+}
+
+/// Which memory the peak is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// The process's peak resident set (VmHWM), file reading included.
+    CpuPeakRss,
+    /// The largest GPU memory `nvidia-smi` showed for the process (sampled every 100 ms): the
+    /// caching allocator's reservation plus the CUDA context.
+    GpuNvidiaSmi,
+}
+
+/// One experiment of the budget.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    pub id: String,
+    pub model: String,
+    #[serde(flatten)]
+    pub status: Status,
+}
+
+/// What measuring an experiment gave.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Status {
+    Measured(Estimate),
+    /// The measured run failed (out of memory, a model that refuses the shapes): its last
+    /// lines of output.
+    Failed {
+        reason: String,
+    },
+    /// Not a training run, or none that this measures.
+    Skipped {
+        reason: String,
+    },
+}
+
+/// A measured experiment and the estimate of its whole run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Estimate {
+    pub params: i64,
+    /// Samples per batch.
+    pub batch: i64,
+    /// Optimizer steps per batch (Plasticity's regime: one per time step).
+    pub steps_per_batch: i64,
+    /// Median seconds per batch.
+    pub s_per_batch: f64,
+    pub batches_per_epoch: u64,
+    pub epochs: u64,
+    /// s_per_batch × batches_per_epoch × epochs, in hours: training alone (the evaluations
+    /// after each epoch are not counted).
+    pub hours: f64,
+    /// Peak memory of the measured process, MB (see [`Budget::memory`]); `None` where the
+    /// system does not report it.
+    pub peak_mb: Option<f64>,
+    /// The whole run's training and test splits, as the trainer holds them on the device, MB
+    /// (the measured process held one batch and two test samples of them).
+    pub data_mb: f64,
+}
+
+impl Estimate {
+    /// The memory the whole run needs, estimated: the measured peak plus the rest of its data.
+    pub fn run_mb(&self) -> Option<f64> {
+        self.peak_mb.map(|p| p + self.data_mb)
+    }
+}
+
+/// Measures every experiment of `plan` (in order, one process at a time: the device is the
+/// measured process's alone) on `ctx`'s device and threads.
+pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
+    let data = out.join("measure-data");
+    let benchmarks: Vec<Benchmark> = plan
+        .experiments
+        .iter()
+        .filter_map(|e| match &e.work {
+            Work::Train { config, .. } => config.data.benchmark.as_deref()?.parse().ok(),
+            Work::Measure(_) => None,
+        })
+        .fold(Vec::new(), |mut v, b| {
+            if !v.contains(&b) {
+                v.push(b);
+            }
+            v
+        });
+    let samples = plan
+        .experiments
+        .iter()
+        .filter_map(|e| match &e.work {
+            Work::Train { config, .. } => Some(config.batch_size.max(1) as usize),
+            Work::Measure(_) => None,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(2)
+        + TEST_SAMPLES;
+    super::write_once(
+        &data,
+        &format!("write_published {samples}"),
+        &benchmarks,
+        |b, dir| miniature::write_published(b, dir, samples),
+    )?;
+    let memory = if ctx.device.starts_with("cuda") {
+        MemorySource::GpuNvidiaSmi
+    } else {
+        MemorySource::CpuPeakRss
+    };
+    let n = plan.experiments.len();
+    let mut rows = Vec::with_capacity(n);
+    for (i, e) in plan.experiments.iter().enumerate() {
+        let status = match &e.work {
+            Work::Measure(_) => Status::Skipped {
+                reason: "a timed step of its own (seconds)".into(),
+            },
+            Work::Train { config, .. } => match config.data.benchmark.as_deref() {
+                None => Status::Skipped {
+                    reason: "generated data, not a published benchmark".into(),
+                },
+                Some(_) => {
+                    let dir = out.join(&e.id);
+                    measure_one(config, &dir, &data, memory, ctx).unwrap_or_else(|err| {
+                        Status::Failed {
+                            reason: format!("{err:#}"),
+                        }
+                    })
+                }
+            },
+        };
+        if !ctx.quiet {
+            eprintln!("[{}/{n}] {}: {}", i + 1, e.id, summary(&status));
+        }
+        rows.push(Row {
+            id: e.id.clone(),
+            model: e.model.clone(),
+            status,
+        });
+    }
+    let total_hours = rows
+        .iter()
+        .filter_map(|r| match &r.status {
+            Status::Measured(m) => Some(m.hours),
+            _ => None,
+        })
+        .fold(0.0, |a, h| a + h);
+    Ok(Budget {
+        device: ctx.device.clone(),
+        machine: ctx.machine.clone(),
+        commit: ctx.commit.clone(),
+        threads: ctx.threads,
+        memory,
+        experiments: rows,
+        total_hours,
+    })
+}
+
+/// One line of progress.
+fn summary(s: &Status) -> String {
+    match s {
+        Status::Measured(m) => format!(
+            "{:.3} s / batch, {:.2} h, peak {}",
+            m.s_per_batch,
+            m.hours,
+            m.peak_mb.map_or("?".into(), |p| format!("{p:.0} MB"))
+        ),
+        Status::Failed { reason } => format!("FAILED: {reason}"),
+        Status::Skipped { reason } => format!("skipped: {reason}"),
+    }
+}
+
+/// Writes `<dir>/measure.toml` (the experiment on the published-shape files: one batch of
+/// training samples, two test samples) and times it in a process of its own.
+fn measure_one(
+    config: &TrainConfig,
+    dir: &Path,
+    data: &Path,
+    memory: MemorySource,
+    ctx: &Context,
+) -> Result<Status> {
+    let mut cfg = execute::as_run(config, ctx);
+    let batch = cfg.batch_size.max(1);
+    let benchmark: Benchmark = cfg
+        .data
+        .benchmark
+        .as_deref()
+        .context("no benchmark")?
+        .parse()?;
+    let (default_train, default_test) = benchmark.default_split(cfg.data.layout);
+    let ntrain = cfg.data.ntrain.map_or(default_train, |n| n as usize);
+    let ntest = cfg.data.ntest.map_or(default_test, |n| n as usize);
+    cfg.data.data_dir = Some(data.to_path_buf());
+    cfg.data.ntrain = Some(batch.max(2));
+    cfg.data.ntest = Some(TEST_SAMPLES as i64);
+    // Enough epochs for the learning-rate schedule to reach every timed batch.
+    cfg.epochs = (WARMUP + TIMED) as u64;
+    cfg.output_dir = dir.join("measure");
+    cfg.validate()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join("measure.toml");
+    let text = format!(
+        "# Written by `ono reproduce --plan-only --measure`; time it with `ono bench-train {}`.\n{}",
+        file.display(),
+        toml::to_string(&cfg)?
+    );
+    ono_io::atomic::write_atomic(&file, text.as_bytes())?;
+
+    let mut cmd = Command::new(&ctx.exe);
+    cmd.arg("bench-train")
+        .arg(&file)
+        .args(["--steps", &TIMED.to_string()])
+        .args(["--warmup", &WARMUP.to_string()])
+        // The error alone, not its backtrace (which `RUST_BACKTRACE` may ask for).
+        .env("RUST_LIB_BACKTRACE", "0");
+    let run = run_sampled(cmd, memory == MemorySource::GpuNvidiaSmi)?;
+    if let Some(signal) = run.signal {
+        return Ok(Status::Failed {
+            reason: format!(
+                "killed by signal {signal}{}",
+                if signal == 9 {
+                    " (out of memory, most likely)"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    if !run.success {
+        let tail: Vec<&str> = run
+            .stderr
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .rev()
+            .take(3)
+            .collect();
+        return Ok(Status::Failed {
+            reason: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
+        });
+    }
+    let line = run.stdout.lines().last().unwrap_or_default();
+    let r: BatchReport = serde_json::from_str(line)
+        .with_context(|| format!("bench-train printed no report line ({line:?})"))?;
+    let batches_per_epoch = ntrain.div_ceil(r.batch.max(1) as usize) as u64;
+    let hours = r.median_s * (batches_per_epoch * config.epochs) as f64 / 3600.0;
+    let data_mb = (r.train_shared_bytes as f64
+        + r.train_sample_bytes as f64 * ntrain as f64
+        + r.test_shared_bytes as f64
+        + r.test_sample_bytes as f64 * ntest as f64)
+        / (1u64 << 20) as f64;
+    Ok(Status::Measured(Estimate {
+        params: r.params,
+        batch: r.batch,
+        steps_per_batch: r.steps_per_batch,
+        s_per_batch: r.median_s,
+        batches_per_epoch,
+        epochs: config.epochs,
+        hours,
+        peak_mb: match memory {
+            MemorySource::CpuPeakRss => r.peak_rss_mb,
+            MemorySource::GpuNvidiaSmi => run.gpu_peak_mb,
+        },
+        data_mb,
+    }))
+}
+
+/// A finished measured process.
+struct Sampled {
+    success: bool,
+    /// The signal that ended it, if one did (SIGKILL: the kernel's out-of-memory killer).
+    signal: Option<i32>,
+    stdout: String,
+    stderr: String,
+    /// The largest GPU memory `nvidia-smi` showed for it, MB.
+    gpu_peak_mb: Option<f64>,
+}
+
+/// Runs `cmd`, asking `nvidia-smi` for its GPU memory every [`GPU_SAMPLE_EVERY`] while it runs
+/// when `gpu`.
+fn run_sampled(mut cmd: Command, gpu: bool) -> Result<Sampled> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("starting ono bench-train")?;
+    let pid = child.id();
+    // Both pipes drained on threads of their own, so that a full pipe never stalls the child.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().context("stdout")?));
+    let err = drain(Box::new(child.stderr.take().context("stderr")?));
+    let mut gpu_peak_mb: Option<f64> = None;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if gpu {
+            if let Some(mb) = gpu_memory_mb(pid) {
+                gpu_peak_mb = Some(gpu_peak_mb.map_or(mb, |p| p.max(mb)));
+            }
+        }
+        std::thread::sleep(GPU_SAMPLE_EVERY);
+    };
+    Ok(Sampled {
+        success: status.success(),
+        signal: signal_of(&status),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+        gpu_peak_mb,
+    })
+}
+
+/// The signal that ended a process.
+#[cfg(unix)]
+fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+    std::os::unix::process::ExitStatusExt::signal(status)
+}
+
+#[cfg(not(unix))]
+fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
+    None
+}
+
+/// The GPU memory of process `pid` now, MB, as `nvidia-smi` lists it (`None` without
+/// `nvidia-smi` or before the process holds any).
+fn gpu_memory_mb(pid: u32) -> Option<f64> {
+    let out = Command::new("nvidia-smi")
+        .args([
+            "--query-compute-apps=pid,used_memory",
+            "--format=csv,noheader,nounits",
+        ])
+        .output()
+        .ok()?;
+    compute_apps_mb(&String::from_utf8_lossy(&out.stdout), pid)
+}
+
+/// The memory of `pid` in `nvidia-smi --query-compute-apps=pid,used_memory` CSV (MiB, summed
+/// over the GPUs it uses).
+fn compute_apps_mb(csv: &str, pid: u32) -> Option<f64> {
+    let used: Vec<f64> = csv
+        .lines()
+        .filter_map(|l| {
+            let (p, mb) = l.split_once(',')?;
+            (p.trim().parse::<u32>().ok()? == pid)
+                .then(|| mb.trim().parse::<f64>().ok())
+                .flatten()
+        })
+        .collect();
+    (!used.is_empty()).then(|| used.iter().sum())
+}
+
+/// `budget.md`: the table, per experiment, and the total.
+pub fn markdown(b: &Budget) -> String {
+    let memory = match b.memory {
+        MemorySource::CpuPeakRss => {
+            "peak resident memory of the process (CPU; file reading included)"
+        }
+        MemorySource::GpuNvidiaSmi => {
+            "peak GPU memory of the process (`nvidia-smi`, sampled every 100 ms)"
+        }
+    };
+    let mut s = format!(
+        "# Budget of the plan\n\nMeasured by `ono reproduce --plan-only --measure` on {} ({}), commit {}, {}. \
+         Each experiment trained {TIMED} batches after {WARMUP} of warm-up at its real size and batch, \
+         on files of the published shapes; hours = s / batch × batches per epoch × epochs (training \
+         alone). Peak: {memory}. Data: the run's whole training and test splits, which the trainer \
+         keeps on the device; needs = peak + data.\n\n\
+         | experiment | model | params | batch | s / batch | batches × epochs | hours | peak MB | data MB | needs |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+        b.device,
+        b.machine,
+        b.commit,
+        b.threads.map_or("libtorch's threads".into(), |t| format!("{t} threads")),
+    );
+    let mut failed = 0;
+    for r in &b.experiments {
+        match &r.status {
+            Status::Measured(m) => {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {}{} | {:.3} | {} × {} | {:.2} | {} | {:.0} | {} |",
+                    r.id,
+                    r.model,
+                    m.params,
+                    m.batch,
+                    if m.steps_per_batch > 1 {
+                        format!(" ({} steps)", m.steps_per_batch)
+                    } else {
+                        String::new()
+                    },
+                    m.s_per_batch,
+                    m.batches_per_epoch,
+                    m.epochs,
+                    m.hours,
+                    m.peak_mb.map_or("?".into(), |p| format!("{p:.0}")),
+                    m.data_mb,
+                    m.run_mb().map_or("?".into(), fits),
+                );
+            }
+            Status::Failed { reason } => {
+                failed += 1;
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | failed: {} | | | | | | | |",
+                    r.id,
+                    r.model,
+                    reason.replace('|', "\\|")
+                );
+            }
+            Status::Skipped { reason } => {
+                let _ = writeln!(s, "| {} | {} | {reason} | | | | | | | |", r.id, r.model);
+            }
+        }
+    }
+    let measured = b
+        .experiments
+        .iter()
+        .filter(|r| matches!(r.status, Status::Measured(_)))
+        .count();
+    let _ = writeln!(
+        s,
+        "\n**Total: {:.1} hours** of training for the {measured} measured experiments on this device{}.",
+        b.total_hours,
+        if failed > 0 {
+            format!("; {failed} failed (see above)")
+        } else {
+            String::new()
+        }
+    );
+    s
+}
+
+/// The smallest of the usual GPU memory sizes that holds `mb`.
+fn fits(mb: f64) -> String {
+    let gib = mb / 1024.0;
+    match GPU_GIB.iter().find(|&&g| gib <= g) {
+        Some(g) => format!("{gib:.1} GiB (≤ {g:.0})"),
+        None => format!("{gib:.1} GiB (> {:.0})", GPU_GIB[GPU_GIB.len() - 1]),
+    }
+}
+
+/// Writes `budget.json` and `budget.md` into `out`.
+pub fn write(out: &Path, b: &Budget) -> Result<()> {
+    ono_io::atomic::write_atomic(
+        &out.join("budget.json"),
+        serde_json::to_string_pretty(b)?.as_bytes(),
+    )?;
+    ono_io::atomic::write_atomic(&out.join("budget.md"), markdown(b).as_bytes())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_smi_lines_give_the_process_memory() {
+        let csv = "1234, 5120\n99, 100\n1234, 2048\n";
+        assert_eq!(compute_apps_mb(csv, 1234), Some(7168.0));
+        assert_eq!(compute_apps_mb(csv, 99), Some(100.0));
+        assert_eq!(compute_apps_mb(csv, 7), None);
+        assert_eq!(compute_apps_mb("No running processes found\n", 7), None);
+        assert_eq!(compute_apps_mb("", 7), None);
+    }
+
+    #[test]
+    fn memory_is_placed_in_the_smallest_gpu_that_holds_it() {
+        assert_eq!(fits(1024.0), "1.0 GiB (≤ 24)");
+        assert_eq!(fits(24.0 * 1024.0), "24.0 GiB (≤ 24)");
+        assert_eq!(fits(30.0 * 1024.0), "30.0 GiB (≤ 40)");
+        assert_eq!(fits(100.0 * 1024.0), "100.0 GiB (> 80)");
+    }
+}

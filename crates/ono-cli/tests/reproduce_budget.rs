@@ -1,0 +1,108 @@
+//! `ono reproduce --plan-only --measure`: FNO's paper-size Darcy and NS2d experiments (Table 1)
+//! are built at their real size, trained a few batches on files of the published shapes, and
+//! budgeted; the figures that follow from the published sizes are checked against them.
+
+mod common;
+
+use common::{ok, ono, temp_dir};
+use serde::Deserialize;
+
+/// What the test reads of `budget.json`.
+#[derive(Debug, Deserialize)]
+struct Budget {
+    device: String,
+    memory: String,
+    experiments: Vec<Row>,
+    total_hours: f64,
+}
+
+#[derive(Debug, Deserialize)]
+struct Row {
+    id: String,
+    status: String,
+    params: i64,
+    batch: i64,
+    steps_per_batch: i64,
+    s_per_batch: f64,
+    batches_per_epoch: u64,
+    epochs: u64,
+    hours: f64,
+    peak_mb: Option<f64>,
+    data_mb: f64,
+}
+
+#[test]
+fn measure_budgets_paper_size_experiments() {
+    let out = temp_dir("budget");
+    let run = ono()
+        .args(["reproduce", "--profile", "paper", "--only", "table1"])
+        .args([
+            "--models",
+            "fno",
+            "--plan-only",
+            "--measure",
+            "--threads",
+            "2",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    ok(&run);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let b: Budget =
+        serde_json::from_str(&std::fs::read_to_string(out.join("budget.json")).unwrap()).unwrap();
+    assert_eq!(
+        (b.device.as_str(), b.memory.as_str()),
+        ("cpu", "cpu_peak_rss")
+    );
+    let ids: Vec<&str> = b.experiments.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["ns2d/fno", "darcy/fno"]);
+    let mib = (1u64 << 20) as f64;
+    for r in &b.experiments {
+        assert_eq!(r.status, "measured", "{r:?}");
+        // The paper's recipe: batch 20, 1000 training samples, 500 epochs.
+        assert_eq!(
+            (r.batch, r.batches_per_epoch, r.epochs),
+            (20, 50, 500),
+            "{r:?}"
+        );
+        assert_eq!(r.steps_per_batch, 1);
+        assert!(
+            r.s_per_batch > 0.0 && r.peak_mb.is_some_and(|p| p > 0.0),
+            "{r:?}"
+        );
+        let hours = r.s_per_batch * 50.0 * 500.0 / 3600.0;
+        assert!((r.hours - hours).abs() <= 1e-9 * hours, "{r:?}");
+        // FNO-2D at width 20 (32 on NS2d), 12 modes: the model the reference builds.
+        assert!(r.params > 900_000, "{r:?}");
+        assert!(stdout.contains(&format!("| {} | fno |", r.id)), "{stdout}");
+        assert!(out.join(&r.id).join("measure.toml").is_file());
+    }
+    // The data the trainer keeps on the device, from the published sizes: NS2d's 1000 + 200
+    // samples of 64² points × (10 input + 10 target frames) in float32 and the positions (one
+    // 64² × 2 table per split); Darcy's (FNO's layout: 1000 + 100 samples) 85² points × (1
+    // input + 1 target channel).
+    let expect = [
+        (1200.0 * 4096.0 * 20.0 * 4.0 + 2.0 * 4096.0 * 2.0 * 4.0) / mib,
+        (1100.0 * 7225.0 * 2.0 * 4.0 + 2.0 * 7225.0 * 2.0 * 4.0) / mib,
+    ];
+    for (r, want) in b.experiments.iter().zip(expect) {
+        assert!(
+            (r.data_mb - want).abs() < 1e-6,
+            "{}: {} MB, want {want}",
+            r.id,
+            r.data_mb
+        );
+    }
+    let total: f64 = b.experiments.iter().map(|r| r.hours).sum();
+    assert!((b.total_hours - total).abs() <= 1e-9 * total);
+    let md = std::fs::read_to_string(out.join("budget.md")).unwrap();
+    assert!(md.contains("**Total:") && md.contains("darcy/fno"), "{md}");
+    // The measure step trains nothing: no checkpoint anywhere.
+    for r in &b.experiments {
+        assert!(!out.join(&r.id).join("checkpoints").exists());
+        assert!(!out.join(&r.id).join("measure").join("checkpoints").exists());
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
