@@ -27,7 +27,12 @@
 #   6. a rehearsal of the paper plan on CUDA (`ono reproduce --rehearse`, REHEARSE_ONLY tables,
 #      default table1; `--jobs 2` on the one GPU): every cell at its paper model size for an epoch
 #      of a few steps on miniature published-format files, with each cell's status, seconds and
-#      error (rehearsal/summary.json; rehearsal.txt).
+#      error (rehearsal/summary.json; rehearsal.txt);
+#   7. the paper plan's budget on CUDA (`ono reproduce --plan-only --measure`, MEASURE_ONLY tables,
+#      default all): every trained experiment at its real size and batch for three batches on
+#      files of the published shapes, with parameters, seconds per batch, peak GPU memory, the
+#      data's size and the estimated hours of its run (budget/budget.md, budget.json). Not in the
+#      default SECTIONS: the whole plan takes longer than the rest of the check.
 set -uo pipefail
 BIN=${BIN:-.gpu}
 WHEELS=${WHEELS:-.whl}
@@ -162,4 +167,13 @@ for e in s["experiments"]:
     err = e.get("test_rel_l2")
     print(f"| {e['id']} | {e['status']} | {e.get('wall_s', 0):.1f} | {'' if err is None else f'{err:.3g}'} |")
 EOF
+fi
+
+if want 7; then
+echo "== 7. the paper plan's budget (${MEASURE_ONLY:-all tables}) on $DEVICE"
+timeout "${MEASURE_S:-420}" "$ONO" reproduce --profile paper --plan-only --measure \
+    ${MEASURE_ONLY:+--only "$MEASURE_ONLY"} --device "$DEVICE" --out "$OUT/budget" \
+    >"$OUT/budget.log" 2>&1
+echo "reproduce exit: $?"
+cat "$OUT/budget/budget.md" 2>/dev/null || tail -5 "$OUT/budget.log"
 fi

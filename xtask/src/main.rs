@@ -82,7 +82,8 @@ enum Cmd {
     /// Reproduce the ONO paper's tables: set up, build the release `ono` binary and run
     /// `ono reproduce` with these arguments: `[--profile quick|paper] [--only TABLES]
     /// [--models M,…] [--device D] [--data-dir DIR] [--neuralop-dir DIR] [--out DIR] [--threads N]
-    /// [--plan-only] [--reference]` (`ono reproduce --help`); the neuraloperator 0.3.0 files
+    /// [--plan-only [--measure]] [--rehearse] [--jobs N | --devices cuda:0,…] [--shard I/N]
+    /// [--reference]` (`ono reproduce --help`); the neuraloperator 0.3.0 files
     /// (the reduced profiles' Darcy) are fetched first unless a folder is named. `--reference`
     /// also trains every trained experiment with the PyTorch reference loop
     /// (`benches/pytorch/train_ref.py`, in the libtorch's Python, its packages installed) and

@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::{ok, ono, temp_dir};
 use serde::Deserialize;
 
@@ -31,27 +33,29 @@ struct Row {
     data_mb: f64,
 }
 
+/// FNO's Table 1 experiments of the paper plan, measured into `out`.
+fn measure(out: &Path) -> std::process::Output {
+    ono()
+        .args(["reproduce", "--profile", "paper", "--only", "table1"])
+        .args(["--models", "fno", "--plan-only", "--measure"])
+        .args(["--threads", "2", "--out"])
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+/// The call's `budget.json`.
+fn budget(out: &Path) -> Budget {
+    serde_json::from_str(&std::fs::read_to_string(out.join("budget.json")).unwrap()).unwrap()
+}
+
 #[test]
 fn measure_budgets_paper_size_experiments() {
     let out = temp_dir("budget");
-    let run = ono()
-        .args(["reproduce", "--profile", "paper", "--only", "table1"])
-        .args([
-            "--models",
-            "fno",
-            "--plan-only",
-            "--measure",
-            "--threads",
-            "2",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let run = measure(&out);
     ok(&run);
     let stdout = String::from_utf8_lossy(&run.stdout);
-    let b: Budget =
-        serde_json::from_str(&std::fs::read_to_string(out.join("budget.json")).unwrap()).unwrap();
+    let b = budget(&out);
     assert_eq!(
         (b.device.as_str(), b.memory.as_str()),
         ("cpu", "cpu_peak_rss")
@@ -99,6 +103,22 @@ fn measure_budgets_paper_size_experiments() {
     assert!((b.total_hours - total).abs() <= 1e-9 * total);
     let md = std::fs::read_to_string(out.join("budget.md")).unwrap();
     assert!(md.contains("**Total:") && md.contains("darcy/fno"), "{md}");
+    // A second call keeps what the first measured (the files are unchanged) and writes the
+    // same budget.
+    let again = measure(&out);
+    let log = ok(&again);
+    assert_eq!(
+        log.matches("(measured by an earlier call)").count(),
+        2,
+        "{log}"
+    );
+    let seconds = |b: &Budget| {
+        b.experiments
+            .iter()
+            .map(|r| r.s_per_batch)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seconds(&b), seconds(&budget(&out)));
     // The measure step trains nothing: no checkpoint anywhere.
     for r in &b.experiments {
         assert!(!out.join(&r.id).join("checkpoints").exists());

@@ -54,6 +54,9 @@ fn the_whole_paper_plan_rehearses_on_miniatures() {
         &report[..200.min(report.len())]
     );
     assert!(report.contains("`ono reproduce --rehearse`"));
+    // Its numbers judge none of the paper's findings.
+    assert_eq!(s["findings"].as_array().map(Vec::len), Some(0));
+    assert!(report.contains("## The paper's findings\n\nNot judged"));
     // Finished experiments keep no checkpoint (paper-size ones reach gigabytes).
     assert!(!out.join("pipe/ufno/checkpoints").exists());
     let _ = std::fs::remove_dir_all(&dir);

@@ -108,6 +108,9 @@ pub struct Estimate {
     /// The whole run's training and test splits, as the trainer holds them on the device, MB
     /// (the measured process held one batch and two test samples of them).
     pub data_mb: f64,
+    /// Measured by an earlier call (its file unchanged), not this one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub earlier: bool,
 }
 
 impl Estimate {
@@ -118,7 +121,8 @@ impl Estimate {
 }
 
 /// Measures every experiment of `plan` (in order, one process at a time: the device is the
-/// measured process's alone) on `ctx`'s device and threads.
+/// measured process's alone) on `ctx`'s device and threads, writing `budget.json` and
+/// `budget.md` after each; experiments an earlier call measured on this device are kept.
 pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
     let data = out.join("measure-data");
     let benchmarks: Vec<Benchmark> = plan
@@ -156,8 +160,24 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
     } else {
         MemorySource::CpuPeakRss
     };
+    // What an earlier call measured on this device and machine: an experiment whose measured
+    // file is unchanged keeps its row (a call that stopped part-way goes on where it stopped).
+    let earlier: Vec<Row> = std::fs::read_to_string(out.join("budget.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Budget>(&t).ok())
+        .filter(|b| b.device == ctx.device && b.machine == ctx.machine && b.threads == ctx.threads)
+        .map(|b| b.experiments)
+        .unwrap_or_default();
+    let mut budget = Budget {
+        device: ctx.device.clone(),
+        machine: ctx.machine.clone(),
+        commit: ctx.commit.clone(),
+        threads: ctx.threads,
+        memory,
+        experiments: Vec::with_capacity(plan.experiments.len()),
+        total_hours: 0.0,
+    };
     let n = plan.experiments.len();
-    let mut rows = Vec::with_capacity(n);
     for (i, e) in plan.experiments.iter().enumerate() {
         let status = match &e.work {
             Work::Measure(_) => Status::Skipped {
@@ -168,8 +188,12 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
                     reason: "generated data, not a published benchmark".into(),
                 },
                 Some(_) => {
+                    let before = earlier.iter().find_map(|r| match &r.status {
+                        Status::Measured(m) if r.id == e.id => Some(m),
+                        _ => None,
+                    });
                     let dir = out.join(&e.id);
-                    measure_one(config, &dir, &data, memory, ctx).unwrap_or_else(|err| {
+                    measure_one(config, &dir, &data, memory, ctx, before).unwrap_or_else(|err| {
                         Status::Failed {
                             reason: format!("{err:#}"),
                         }
@@ -180,38 +204,33 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
         if !ctx.quiet {
             eprintln!("[{}/{n}] {}: {}", i + 1, e.id, summary(&status));
         }
-        rows.push(Row {
+        if let Status::Measured(m) = &status {
+            budget.total_hours += m.hours;
+        }
+        budget.experiments.push(Row {
             id: e.id.clone(),
             model: e.model.clone(),
             status,
         });
+        // Written after every experiment: an interrupted call loses at most the one it was on.
+        write(out, &budget)?;
     }
-    let total_hours = rows
-        .iter()
-        .filter_map(|r| match &r.status {
-            Status::Measured(m) => Some(m.hours),
-            _ => None,
-        })
-        .fold(0.0, |a, h| a + h);
-    Ok(Budget {
-        device: ctx.device.clone(),
-        machine: ctx.machine.clone(),
-        commit: ctx.commit.clone(),
-        threads: ctx.threads,
-        memory,
-        experiments: rows,
-        total_hours,
-    })
+    Ok(budget)
 }
 
 /// One line of progress.
 fn summary(s: &Status) -> String {
     match s {
         Status::Measured(m) => format!(
-            "{:.3} s / batch, {:.2} h, peak {}",
+            "{:.3} s / batch, {:.2} h, peak {}{}",
             m.s_per_batch,
             m.hours,
-            m.peak_mb.map_or("?".into(), |p| format!("{p:.0} MB"))
+            m.peak_mb.map_or("?".into(), |p| format!("{p:.0} MB")),
+            if m.earlier {
+                " (measured by an earlier call)"
+            } else {
+                ""
+            }
         ),
         Status::Failed { reason } => format!("FAILED: {reason}"),
         Status::Skipped { reason } => format!("skipped: {reason}"),
@@ -226,6 +245,7 @@ fn measure_one(
     data: &Path,
     memory: MemorySource,
     ctx: &Context,
+    earlier: Option<&Estimate>,
 ) -> Result<Status> {
     let mut cfg = execute::as_run(config, ctx);
     let batch = cfg.batch_size.max(1);
@@ -252,6 +272,14 @@ fn measure_one(
         file.display(),
         toml::to_string(&cfg)?
     );
+    if let Some(m) = earlier {
+        if std::fs::read_to_string(&file).ok().as_deref() == Some(text.as_str()) {
+            return Ok(Status::Measured(Estimate {
+                earlier: true,
+                ..m.clone()
+            }));
+        }
+    }
     ono_io::atomic::write_atomic(&file, text.as_bytes())?;
 
     let mut cmd = Command::new(&ctx.exe);
@@ -310,6 +338,7 @@ fn measure_one(
             MemorySource::GpuNvidiaSmi => run.gpu_peak_mb,
         },
         data_mb,
+        earlier: false,
     }))
 }
 
