@@ -151,7 +151,8 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
         + TEST_SAMPLES;
     super::write_once(
         &data,
-        &format!("write_published {samples}"),
+        "published shapes",
+        &format!("write_published {}", miniature::sizes_label(false, samples)),
         &benchmarks,
         |b, dir| miniature::write_published(b, dir, samples),
     )?;

@@ -379,17 +379,20 @@ const PUBLISHED: [ono_data::benchmarks::Benchmark; 6] = {
 /// Writes the rehearsal's miniatures of the six benchmarks into `dir` and returns their split.
 fn write_miniatures(dir: &Path) -> Result<ono_data::benchmarks::miniature::Miniature> {
     use ono_data::benchmarks::{miniature, Benchmark};
-    write_once(dir, "write_rehearsal", &PUBLISHED, |b, dir| {
+    let what = format!("write_rehearsal {}", miniature::sizes_label(true, 0));
+    write_once(dir, "rehearsal miniature", &what, &PUBLISHED, |b, dir| {
         miniature::write_rehearsal(b, dir, miniature::MatVersion::V5)
     })?;
     miniature::rehearsal_split(Benchmark::Darcy).context("the rehearsal sizes Darcy")
 }
 
 /// Writes the files of `benchmarks` into `dir` with `write`, once: a marker names what wrote
-/// them (this version and `what`), and a folder with another marker is written again. One
+/// them (this version and `what`, which names the sizes), and a folder with another marker is
+/// written again. One
 /// process writes while the others wait.
 fn write_once(
     dir: &Path,
+    name: &str,
     what: &str,
     benchmarks: &[ono_data::benchmarks::Benchmark],
     write: impl Fn(
@@ -408,7 +411,7 @@ fn write_once(
     );
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(stamp.as_str()) {
         for &b in benchmarks {
-            eprintln!("[data] {what}: {} in {}", b.name(), dir.display());
+            eprintln!("[data] {}: {} in {}", name, b.name(), dir.display());
             write(b, dir)?;
         }
         ono_io::atomic::write_atomic(&marker, stamp.as_bytes())?;

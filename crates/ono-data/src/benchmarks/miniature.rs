@@ -190,6 +190,17 @@ pub fn write_rehearsal(benchmark: Benchmark, dir: &Path, mat: MatVersion) -> Res
     Ok(rehearsal_split(benchmark).unwrap_or(tiny))
 }
 
+/// The sizes [`write_rehearsal`] writes and [`write_published`] with `samples`, in words: what
+/// a folder of miniatures is stamped with, so that one written with other sizes is told apart.
+pub fn sizes_label(rehearsal: bool, samples: usize) -> String {
+    let z = if rehearsal {
+        REHEARSAL
+    } else {
+        published(samples)
+    };
+    format!("{z:?}")
+}
+
 /// The split of [`write_rehearsal`]'s files of the six benchmarks it sizes (four samples to
 /// train, two to test), without writing them; `None` for the others ([`write`]'s).
 pub fn rehearsal_split(benchmark: Benchmark) -> Option<Miniature> {
