@@ -523,6 +523,24 @@ fn fits(mb: f64) -> String {
     }
 }
 
+/// The hours of the experiments measured in `out`'s `budget.json`, by id (none without one):
+/// the workers of `--jobs` and `--devices` start the longest first.
+pub fn measured_hours(out: &Path) -> std::collections::HashMap<String, f64> {
+    std::fs::read_to_string(out.join("budget.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Budget>(&t).ok())
+        .map(|b| {
+            b.experiments
+                .into_iter()
+                .filter_map(|r| match r.status {
+                    Status::Measured(m) => Some((r.id, m.hours)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Writes `budget.json` and `budget.md` into `out`.
 pub fn write(out: &Path, b: &Budget) -> Result<()> {
     ono_io::atomic::write_atomic(

@@ -6,6 +6,7 @@
 //! so that every process ends knowing every result. `--shard I/N` splits the plan into fixed
 //! parts instead.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -165,10 +166,31 @@ fn relay(
     }))
 }
 
-/// The plan's experiments, longest first by [`cost`] (ties in plan order), as positions.
-pub fn longest_first(experiments: &[Experiment]) -> Vec<usize> {
+/// The plan's experiments, longest first (ties in plan order), as positions. An experiment's
+/// length is its hours in `measured` (a budget of `--plan-only --measure` in the results folder),
+/// else its [`cost`] converted to hours at the median hours per cost of the measured ones, else
+/// its cost.
+pub fn longest_first(experiments: &[Experiment], measured: &HashMap<String, f64>) -> Vec<usize> {
+    let mut per_cost: Vec<f64> = experiments
+        .iter()
+        .filter_map(|e| {
+            let (hours, cost) = (measured.get(&e.id)?, cost(e));
+            (cost > 0.0).then(|| hours / cost)
+        })
+        .collect();
+    per_cost.sort_by(f64::total_cmp);
+    let scale = per_cost.get(per_cost.len() / 2).copied().unwrap_or(1.0);
+    let length: Vec<f64> = experiments
+        .iter()
+        .map(|e| {
+            measured
+                .get(&e.id)
+                .copied()
+                .unwrap_or_else(|| cost(e) * scale)
+        })
+        .collect();
     let mut order: Vec<usize> = (0..experiments.len()).collect();
-    order.sort_by(|&a, &b| cost(&experiments[b]).total_cmp(&cost(&experiments[a])));
+    order.sort_by(|&a, &b| length[b].total_cmp(&length[a]));
     order
 }
 
@@ -220,6 +242,38 @@ mod tests {
             let e = bad.parse::<Shard>().unwrap_err().to_string();
             assert!(e.contains("--shard"), "{bad}: {e}");
         }
+    }
+
+    /// Measured hours order the experiments they cover; the others are placed by their cost at
+    /// the measured hours per cost.
+    #[test]
+    fn measured_hours_order_the_work() {
+        let data = super::super::plan::DataPaths {
+            published: "/data".into(),
+            neuralop: "/neuralop".into(),
+            generated: "/out/data".into(),
+        };
+        let plan = super::super::plan::plan(super::super::plan::Profile::Paper, &data).unwrap();
+        let e = &plan.experiments;
+        let trained: Vec<usize> = (0..e.len()).filter(|&i| cost(&e[i]) > 0.0).collect();
+        let by_cost = longest_first(e, &HashMap::new());
+        // Without a budget: by cost, the timed steps (cost 0) last.
+        assert!(by_cost.windows(2).all(|w| cost(&e[w[0]]) >= cost(&e[w[1]])));
+        // Measured hours that reverse the costs reverse the order (the timed steps stay last).
+        let measured: HashMap<String, f64> = trained
+            .iter()
+            .map(|&i| (e[i].id.clone(), 1.0 / cost(&e[i])))
+            .collect();
+        let order = longest_first(e, &measured);
+        assert!(order[..trained.len()]
+            .windows(2)
+            .all(|w| cost(&e[w[0]]) <= cost(&e[w[1]])));
+        assert!(order[trained.len()..].iter().all(|&i| cost(&e[i]) == 0.0));
+        // One experiment measured at twice its cost: the others are scaled by the same ratio, so
+        // the order is the costs' again.
+        let one = trained[trained.len() / 2];
+        let measured = HashMap::from([(e[one].id.clone(), 2.0 * cost(&e[one]))]);
+        assert_eq!(longest_first(e, &measured), by_cost);
     }
 
     #[test]

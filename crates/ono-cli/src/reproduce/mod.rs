@@ -292,7 +292,7 @@ pub fn run(o: Options) -> Result<bool> {
     // Workers start the long experiments first, so that the last one to finish is short; a
     // single process keeps the plan's order.
     let order = if o.worker.is_some() {
-        jobs::longest_first(&plan.experiments)
+        jobs::longest_first(&plan.experiments, &budget::measured_hours(&out))
     } else {
         (0..n).collect()
     };
