@@ -47,12 +47,19 @@ pub struct BatchReport {
 }
 
 /// Times `timed` batches of the run `config` after `warmup` untimed ones
-/// ([`Trainer::time_batches`]). The run's output folder is not written.
+/// ([`Trainer::time_batches`]). The run's output folder is neither read nor written.
 pub fn bench_train(config: TrainConfig, warmup: usize, timed: usize) -> Result<BatchReport> {
     if timed == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
     }
     let batch = config.batch_size;
+    // Nothing is written, and nothing of an earlier run in the configured folder is read: a
+    // folder that holds a run's checkpoints is timed like an empty one.
+    let mut config = config;
+    config.output_dir = std::env::temp_dir().join(format!(
+        "ono-bench-train-{}-never-written",
+        std::process::id()
+    ));
     let run = RunSpec::resolve(config)?;
     let mut trainer = Trainer::new(run, false)?;
     let mut times = trainer.time_batches(warmup, timed)?;
