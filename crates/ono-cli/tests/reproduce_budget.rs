@@ -126,3 +126,31 @@ fn measure_budgets_paper_size_experiments() {
     }
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// The reduced profiles' data are not the published shapes: `--measure` refuses them by name,
+/// before anything is written.
+#[test]
+fn measure_is_for_the_paper_profile() {
+    let out = temp_dir("budget-quick");
+    let run = ono()
+        .args([
+            "reproduce",
+            "--profile",
+            "quick",
+            "--plan-only",
+            "--measure",
+            "--out",
+        ])
+        .arg(out.join("q"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "an error, not a failed experiment"
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("--measure budgets the paper profile"), "{err}");
+    assert!(!out.join("q").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -51,7 +51,7 @@ pub struct Options {
     /// Write plan.md and each experiment's file, run nothing.
     #[arg(long)]
     pub plan_only: bool,
-    /// With --plan-only: train a few batches of every experiment at its real size and batch on
+    /// With --plan-only and the paper profile: train a few batches of every experiment at its real size and batch on
     /// `--device` (files of the published shapes, written into the results folder), and write
     /// budget.md and budget.json: parameters, seconds per batch, peak memory, the data's size and
     /// the estimated hours of every run.
@@ -174,6 +174,11 @@ pub fn run(o: Options) -> Result<bool> {
     } else {
         o.profile.parse()?
     };
+    anyhow::ensure!(
+        !o.measure || profile == Profile::Paper,
+        "--measure budgets the paper profile at the published files' shapes; the {} profile's data are smaller (add --profile paper)",
+        profile.name()
+    );
     crate::device(&o.device)?;
     let out = o.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(if o.rehearse {
