@@ -125,19 +125,15 @@ impl Estimate {
 /// `budget.md` after each; experiments an earlier call measured on this device are kept.
 pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
     let data = out.join("measure-data");
-    let benchmarks: Vec<Benchmark> = plan
-        .experiments
-        .iter()
-        .filter_map(|e| match &e.work {
-            Work::Train { config, .. } => published(config),
-            Work::Measure(_) => None,
+    let benchmarks: Vec<Benchmark> = super::PUBLISHED
+        .into_iter()
+        .filter(|b| {
+            plan.experiments.iter().any(|e| match &e.work {
+                Work::Train { config, .. } => published(config) == Some(*b),
+                Work::Measure(_) => false,
+            })
         })
-        .fold(Vec::new(), |mut v, b| {
-            if !v.contains(&b) {
-                v.push(b);
-            }
-            v
-        });
+        .collect();
     let samples = plan
         .experiments
         .iter()
@@ -273,14 +269,9 @@ fn measure_one(
     // Enough epochs for the learning-rate schedule to reach every timed batch.
     cfg.epochs = (WARMUP + TIMED) as u64;
     cfg.output_dir = dir.join("measure");
-    cfg.validate()?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let file = dir.join("measure.toml");
-    let text = format!(
-        "# Written by `ono reproduce --plan-only --measure`; time it with `ono bench-train {}`.\n{}",
-        file.display(),
-        toml::to_string(&cfg)?
-    );
+    let (file, text) = execute::run_file(dir, "measure.toml", &cfg, |file| {
+        format!("time it with `ono bench-train {}`", file.display())
+    })?;
     if let Some(m) = earlier {
         if std::fs::read_to_string(&file).ok().as_deref() == Some(text.as_str()) {
             return Ok(Status::Measured(Estimate {

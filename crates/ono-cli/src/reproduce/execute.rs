@@ -507,16 +507,34 @@ pub fn as_run(config: &TrainConfig, ctx: &RunContext) -> TrainConfig {
 /// Writes `<dir>/experiment.toml`, the file `ono train` runs; its paths are absolute or
 /// relative to `dir` (the run folder is its `output_dir`).
 pub fn write_experiment(dir: &Path, cfg: &TrainConfig) -> Result<PathBuf> {
-    cfg.validate()?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let file = dir.join("experiment.toml");
-    let text = format!(
-        "# Written by `ono reproduce`; rerun this cell with `ono train {} --resume`.\n{}",
-        file.display(),
-        toml::to_string(cfg)?
-    );
+    let (file, text) = run_file(dir, "experiment.toml", cfg, |file| {
+        format!(
+            "rerun this cell with `ono train {} --resume`",
+            file.display()
+        )
+    })?;
     ono_io::atomic::write_atomic(&file, text.as_bytes())?;
     Ok(file)
+}
+
+/// `<dir>/<name>` (the folder created) and the text `reproduce` writes there for the checked
+/// run `cfg`: a comment that says what wrote it and `how` to use the file (given its path), then
+/// the configuration.
+pub fn run_file(
+    dir: &Path,
+    name: &str,
+    cfg: &TrainConfig,
+    how: impl Fn(&Path) -> String,
+) -> Result<(PathBuf, String)> {
+    cfg.validate()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join(name);
+    let text = format!(
+        "# Written by `ono reproduce`; {}.\n{}",
+        how(&file),
+        toml::to_string(cfg)?
+    );
+    Ok((file, text))
 }
 
 /// Writes the experiment file into `dir`, trains (resuming if a checkpoint is there), and
