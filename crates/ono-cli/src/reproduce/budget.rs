@@ -212,6 +212,9 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
         // Written after every experiment: an interrupted call loses at most the one it was on.
         write(out, &budget)?;
     }
+    if budget.experiments.is_empty() {
+        write(out, &budget)?;
+    }
     Ok(budget)
 }
 

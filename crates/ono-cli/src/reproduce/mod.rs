@@ -270,7 +270,6 @@ pub fn run(o: Options) -> Result<bool> {
         );
         if o.measure {
             let b = budget::measure(&plan, &out, &ctx)?;
-            budget::write(&out, &b)?;
             print!("{}", budget::markdown(&b));
             eprintln!("budget: {}", out.join("budget.md").display());
             let failed = b
