@@ -32,7 +32,12 @@
 #      default all): every trained experiment at its real size and batch for three batches on
 #      files of the published shapes, with parameters, seconds per batch, peak GPU memory, the
 #      data's size and the estimated hours of its run (budget/budget.md, budget.json). Not in the
-#      default SECTIONS: the whole plan takes longer than the rest of the check.
+#      default SECTIONS: the whole plan takes longer than the rest of the check;
+#   8. data parallelism through NCCL at world size 1 (`torch.distributed.run --nproc-per-node 1
+#      ono train`) against plain training, ONO and FNO-2D on a generated Darcy set, samples per
+#      second (dp/summary.txt; benches/data_parallel.sh). The binary must be built with NCCL
+#      (the xtask's venv has the CUDA headers; `ono info` need not say so: a build without them
+#      fails section 8 with "this build of ono-dist has no NCCL backend").
 set -uo pipefail
 BIN=${BIN:-.gpu}
 WHEELS=${WHEELS:-.whl}
@@ -176,4 +181,13 @@ timeout "${MEASURE_S:-420}" "$ONO" reproduce --profile paper --plan-only --measu
     >"$OUT/budget.log" 2>&1
 echo "reproduce exit: $?"
 cat "$OUT/budget/budget.md" 2>/dev/null || tail -5 "$OUT/budget.log"
+fi
+
+if want 8; then
+echo "== 8. data parallelism on $DEVICE: NCCL at world size 1 against plain training"
+DEVICE="$DEVICE" PROCS=1 EPOCHS="${DP_EPOCHS:-4}" TORCHRUN="$PY -m torch.distributed.run" \
+    BIN="$BIN" timeout "${DP_S:-240}" bash "$REPO/benches/data_parallel.sh" "$OUT/dp" \
+    >"$OUT/dp.log" 2>&1
+echo "data_parallel exit: $?"
+cat "$OUT/dp/summary.txt" 2>/dev/null || tail -5 "$OUT/dp.log"
 fi

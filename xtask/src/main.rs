@@ -22,10 +22,18 @@ use torch::TorchEnv;
 
 /// Debian packages that crates of the workspace link against.
 /// `libopenblas-dev`: LAPACK for the ndarray-linalg f64 oracles in tests.
-const SYSTEM_PACKAGES: &[system::Package] = &[system::Package {
-    name: "libopenblas-dev",
-    why: "LAPACK for the ndarray-linalg f64 test oracles",
-}];
+/// `libgloo-dev`: the Gloo headers ono-dist's c10d shim compiles against (the wheel lacks them).
+const SYSTEM_PACKAGES: &[system::Package] = &[
+    system::Package {
+        name: "libopenblas-dev",
+        why: "LAPACK for the ndarray-linalg f64 test oracles",
+    },
+    system::Package {
+        name: "libgloo-dev",
+        why: "declarations of the Gloo types torch's ProcessGroupGloo.hpp names (torch's own \
+              bundled Gloo does the work)",
+    },
+];
 
 #[derive(Parser)]
 #[command(
@@ -386,6 +394,7 @@ fn setup() -> Result<TorchEnv> {
     let start = Instant::now();
     system::ensure(SYSTEM_PACKAGES)?;
     let env = torch::bootstrap()?;
+    torch::ensure_cuda_headers(&env)?;
     torch::say(format!(
         "setup done in {:.1} s",
         start.elapsed().as_secs_f64()

@@ -49,9 +49,11 @@ pub fn ensure(packages: &[Package]) -> Result<()> {
 }
 
 fn apt(args: &[&str]) -> Result<()> {
+    // apt's progress goes to stderr: `cargo xtask env`'s stdout is evaluated by the shell.
     let status = Command::new("apt-get")
         .args(args)
         .env("DEBIAN_FRONTEND", "noninteractive")
+        .stdout(std::io::stderr())
         .status()
         .context("could not run apt-get")?;
     if !status.success() {

@@ -266,6 +266,57 @@ fn install(venv: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The CUDA headers NCCL's declarations reach (`cuda_runtime.h` needs `crt/host_config.h`,
+/// `cuda_fp16.h` needs `nv/target`), which the CUDA 13 torch wheel does not ship: with them
+/// ono-dist compiles its NCCL path (data parallelism on CUDA). Pinned to the CUDA 13.0 of the
+/// wheel; about 18 MB. Installed only into the xtask's own venv, only for a CUDA 13 torch, and
+/// only when missing; a failure is reported and leaves NCCL out (training on one GPU and on the
+/// CPU is unaffected).
+const CUDA_HEADER_PACKAGES: [&str; 2] = ["nvidia-cuda-crt==13.0.88", "nvidia-cuda-cccl==13.0.85"];
+
+pub fn ensure_cuda_headers(env: &TorchEnv) -> Result<()> {
+    let Some(python) = env.python() else {
+        return Ok(());
+    };
+    if !env.managed || !env.version.contains("+cu13") {
+        return Ok(());
+    }
+    // torch/lib → site-packages.
+    let Some(site) = env.lib_dir.parent().and_then(Path::parent) else {
+        return Ok(());
+    };
+    let include = site.join("nvidia").join("cu13").join("include");
+    if include.join("crt").join("host_config.h").is_file()
+        && include.join("nv").join("target").is_file()
+    {
+        return Ok(());
+    }
+    say(format!(
+        "pip install {} (CUDA headers for ono-dist's NCCL path, about 18 MB, once)",
+        CUDA_HEADER_PACKAGES.join(" ")
+    ));
+    let status = Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-deps",
+        ])
+        .args(CUDA_HEADER_PACKAGES)
+        .stdout(std::io::stderr())
+        .status()
+        .context("could not run pip")?;
+    if !status.success() {
+        say(format!(
+            "pip install {} failed ({status}): ono-dist is built without NCCL (no data-parallel \
+             training on CUDA)",
+            CUDA_HEADER_PACKAGES.join(" ")
+        ));
+    }
+    Ok(())
+}
+
 /// Imports torch with `python` and returns its version and its `lib/` directory.
 fn query_torch(python: &Path) -> Result<(String, PathBuf)> {
     let out = Command::new(python)

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use ono_train::config::TrainConfig;
 use ono_train::handoff::{self, Handoff};
+use ono_train::parallel::{self, DataParallel};
 use ono_train::progress::Progress;
 use ono_train::{RunSpec, Trainer};
 
@@ -12,17 +13,27 @@ use crate::figures::RunFigures;
 
 /// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line. With
 /// `handoff`, first writes the run's hand-off to the reference loop there.
+///
+/// Started by a launcher (`torchrun`, `srun`, `mpirun`: [`DataParallel::from_env`]) this process
+/// is one of a data-parallel run; rank 0 alone reports, writes and prints the summary.
 pub fn train(config: PathBuf, resume: bool, quiet: bool, handoff: Option<PathBuf>) -> Result<()> {
     let cfg = TrainConfig::from_file(&config)?;
     let run = RunSpec::resolve(cfg).with_context(|| format!("in {}", config.display()))?;
+    let parallel = DataParallel::from_env(run.device, parallel::timeout_from_env()?)?;
+    if parallel.is_some() && handoff.is_some() {
+        anyhow::bail!("--handoff describes a single-process run; start it without a launcher");
+    }
     if let Some(dir) = &handoff {
         Handoff::write(&run, dir).with_context(|| format!("hand-off to {}", dir.display()))?;
     }
-    let mut trainer = Trainer::new(run, resume)?;
+    let mut trainer = Trainer::with_parallel(run, resume, parallel)?;
     if let Some(dir) = &handoff {
         handoff::write_init(trainer.model(), dir)?;
     }
-    trainer.set_observer(RunFigures);
+    let leader = trainer.is_leader();
+    if leader {
+        trainer.set_observer(RunFigures);
+    }
     let total = trainer.steps_per_epoch() * trainer.config().epochs;
     let progress = if quiet {
         Progress::Quiet
@@ -30,6 +41,8 @@ pub fn train(config: PathBuf, resume: bool, quiet: bool, handoff: Option<PathBuf
         Progress::auto(total, trainer.state().global_step)
     };
     let summary = trainer.run(&progress)?;
-    println!("{}", serde_json::to_string(&summary)?);
+    if leader {
+        println!("{}", serde_json::to_string(&summary)?);
+    }
     Ok(())
 }

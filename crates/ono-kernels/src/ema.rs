@@ -10,6 +10,17 @@
 //! Before any update [`EmaCovariance::value`] returns the identity matrix: whitening by its Cholesky
 //! factor is then the identity map, a defined (if untrained) behaviour where the reference crashes on a
 //! `None` buffer.
+//!
+//! Under data parallelism each process sees only its share of a step's micro-batches, yet every
+//! process must end the step with the buffer a single process would have: every micro-batch's
+//! statistic folded in, in the step's micro-batch order. Inside a [`capture`] scope an update is
+//! recorded (buffer [`id`](EmaCovariance::id) and detached statistic) instead of folded; the
+//! trainer exchanges the records of all processes and folds them in order with
+//! [`EmaCovariance::update`], so every process applies the same operations to the same values.
+//! Training never reads the buffer (a training forward whitens with its own batch's statistic),
+//! so deferring the fold to the step's end changes nothing else.
+
+use std::cell::RefCell;
 
 use tch::nn::Path;
 use tch::{Kind, Tensor};
@@ -58,6 +69,7 @@ impl EmaCovariance {
 
     /// Folds a batch statistic in: the first update copies it, later ones blend with the momentum.
     /// The batch is detached; no graph is kept.
+    /// Inside a [`capture`] scope the statistic is recorded instead, for the caller to fold.
     ///
     /// # Shapes
     /// - `batch`: (k, k)
@@ -71,6 +83,19 @@ impl EmaCovariance {
         }
         let _guard = tch::no_grad_guard();
         let batch = batch.f_detach()?.f_to_kind(self.value.kind())?;
+        let recorded = CAPTURED.with(|c| match c.borrow_mut().as_mut() {
+            Some(list) => {
+                list.push(Captured {
+                    id: self.id(),
+                    stat: batch.shallow_clone(),
+                });
+                true
+            }
+            None => false,
+        });
+        if recorded {
+            return Ok(());
+        }
         let blended = self
             .value
             .f_mul_scalar(self.momentum)?
@@ -123,6 +148,73 @@ impl EmaCovariance {
     pub fn momentum(&self) -> f64 {
         self.momentum
     }
+
+    /// Names this buffer among a model's ([`Captured::id`]): the address of its storage, which
+    /// the in-place updates never move.
+    pub fn id(&self) -> usize {
+        self.value.data_ptr() as usize
+    }
+
+    /// The [`id`](Self::id) of the update counter beside the buffer.
+    pub fn count_id(&self) -> usize {
+        self.count.data_ptr() as usize
+    }
+
+    /// The buffer's side k.
+    pub fn size(&self) -> i64 {
+        self.value.size()[0]
+    }
+}
+
+/// An update recorded inside a [`capture`] scope.
+#[derive(Debug)]
+pub struct Captured {
+    /// The [`EmaCovariance::id`] of the buffer it was meant for.
+    pub id: usize,
+    /// The batch statistic, detached, of the buffer's kind: (k, k).
+    pub stat: Tensor,
+}
+
+thread_local! {
+    static CAPTURED: RefCell<Option<Vec<Captured>>> = const { RefCell::new(None) };
+}
+
+/// While alive, [`EmaCovariance::update`] on this thread records instead of folding.
+#[derive(Debug)]
+pub struct Capture {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// Starts recording this thread's EMA updates; an error if a capture is already running (the
+/// records of the outer one would be split).
+pub fn capture() -> Result<Capture> {
+    CAPTURED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_some() {
+            return Err(Error::InvalidArgument {
+                op: "ema::capture",
+                msg: "a capture is already running on this thread".into(),
+            });
+        }
+        *c = Some(Vec::new());
+        Ok(Capture {
+            _not_send: std::marker::PhantomData,
+        })
+    })
+}
+
+impl Capture {
+    /// Ends the capture: the recorded updates, in the order they were made.
+    pub fn finish(self) -> Vec<Captured> {
+        CAPTURED.with(|c| c.borrow_mut().take().unwrap_or_default())
+    }
+}
+
+impl Drop for Capture {
+    /// A capture abandoned by an error records nothing further.
+    fn drop(&mut self) {
+        CAPTURED.with(|c| c.borrow_mut().take());
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +260,42 @@ mod tests {
         );
         assert_eq!(vars["feature_cov_count"].int64_value(&[]), 1);
         assert!(!ema.buffer().requires_grad());
+    }
+
+    /// A captured update leaves the buffer alone; folding the records afterwards, in order,
+    /// gives exactly the buffer of updating directly.
+    #[test]
+    fn captured_updates_fold_to_the_direct_ones() {
+        seeded(5);
+        let vs = VarStore::new(Device::Cpu);
+        let direct = EmaCovariance::new(&vs.root(), "a", 3, 0.9, Kind::Double).unwrap();
+        let deferred = EmaCovariance::new(&vs.root(), "b", 3, 0.9, Kind::Double).unwrap();
+        let stats: Vec<Tensor> = (0..3)
+            .map(|_| Tensor::randn([3, 3], (Kind::Double, Device::Cpu)))
+            .collect();
+        stats.iter().for_each(|s| direct.update(s).unwrap());
+        let capture = capture().unwrap();
+        assert!(super::capture().is_err());
+        stats.iter().for_each(|s| deferred.update(s).unwrap());
+        let records = capture.finish();
+        assert_eq!(deferred.count().unwrap(), 0);
+        assert_eq!(records.len(), 3);
+        assert!(records.iter().all(|r| r.id == deferred.id()));
+        assert_ne!(direct.id(), deferred.id());
+        records
+            .iter()
+            .for_each(|r| deferred.update(&r.stat).unwrap());
+        assert_close(
+            &deferred.value().unwrap(),
+            &direct.value().unwrap(),
+            0.0,
+            0.0,
+        );
+        assert_eq!(deferred.count().unwrap(), 3);
+        // A dropped capture stops recording.
+        drop(super::capture().unwrap());
+        deferred.update(&stats[0]).unwrap();
+        assert_eq!(deferred.count().unwrap(), 4);
     }
 
     #[test]

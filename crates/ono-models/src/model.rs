@@ -167,6 +167,11 @@ impl Model {
         self.net.reset_statistics()
     }
 
+    /// See [`NeuralOperator::ema_statistics`].
+    pub fn ema_statistics(&self) -> Vec<&ono_kernels::ema::EmaCovariance> {
+        self.net.ema_statistics()
+    }
+
     /// Copies every variable from `tensors` (our names, strict: missing, extra or misshapen
     /// tensors are errors naming `origin`).
     pub fn load_tensors(&self, tensors: &NamedTensors, origin: &Path) -> Result<()> {

@@ -196,6 +196,13 @@ pub trait NeuralOperator: std::fmt::Debug + Send {
         Ok(())
     }
 
+    /// The EMA covariance buffers a training forward updates, in a fixed order: what data
+    /// parallelism folds in every process's micro-batch order ([`ono_kernels::ema::capture`]).
+    /// Other non-trainable state (BatchNorm statistics) is not listed.
+    fn ema_statistics(&self) -> Vec<&ono_kernels::ema::EmaCovariance> {
+        Vec::new()
+    }
+
     /// The reference implementation's own forward signature on a fixture's inputs (`input.*`
     /// without the prefix, the target `y` left out), for fixtures in the `state_dict` layout
     /// (`fixtures/fno` and its neighbours; see [`fixture`](crate::fixture)). The output holds the

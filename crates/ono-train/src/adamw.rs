@@ -148,6 +148,54 @@ impl FlatGrads {
     }
 }
 
+impl FlatGrads {
+    /// Sums the gradients over the processes of a data-parallel run: `all_reduce` sums a tensor
+    /// in place over them (one call per group's flat gradient, then one for the presence flags),
+    /// so every process ends with the same gradients. A group without a gradient here takes
+    /// part as zeros; a parameter has a gradient when it has one in any process. The flags are
+    /// read back only when this process lacks some gradient (a process whose share of a step
+    /// was empty): a step where every parameter has a gradient here reads nothing.
+    pub(crate) fn sum_over(
+        &mut self,
+        opt: &AdamW,
+        all_reduce: impl Fn(&Tensor) -> Result<()>,
+    ) -> Result<()> {
+        for (g, group) in self.grads.iter_mut().zip(&opt.groups) {
+            if g.is_none() {
+                *g = Some(group.flat.f_zeros_like()?);
+            }
+            all_reduce(g.as_ref().expect("set above"))?;
+        }
+        let local: Vec<f32> = self
+            .present
+            .iter()
+            .flatten()
+            .map(|&p| f32::from(u8::from(p)))
+            .collect();
+        let Some(first) = opt.groups.first() else {
+            return Ok(());
+        };
+        let flags = Tensor::f_from_slice(&local)?.f_to_device(first.flat.device())?;
+        all_reduce(&flags)?;
+        if self.present.iter().flatten().all(|&p| p) {
+            return Ok(());
+        }
+        let any = ono_kernels::host::to_vec_f64(&flags)?;
+        let mut i = 0;
+        for (mask, g) in self.present.iter_mut().zip(&mut self.grads) {
+            for p in mask.iter_mut() {
+                *p = any[i] > 0.0;
+                i += 1;
+            }
+            // As a single process: a group no process has a gradient for is left alone.
+            if !mask.iter().any(|&p| p) {
+                *g = None;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Group {
     /// For a skippable step: whether to keep its update (a 0-dim bool on the device) and the
     /// skip counts before it (created at zero on the first skippable step).

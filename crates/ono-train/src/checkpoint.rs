@@ -77,6 +77,19 @@ pub struct TrainState {
     pub normalizers: NormalizerKinds,
     /// The optimizer's host-side state.
     pub optimizer: AdamWState,
+    /// Micro-batches per optimizer step, over all processes (`accumulate_steps` × world size):
+    /// what a resumed run must keep to continue exactly. 1 in checkpoints written before there
+    /// were micro-batches, which had one.
+    #[serde(default = "one_micro_batch", skip_serializing_if = "is_one")]
+    pub micro_batches: u64,
+}
+
+fn one_micro_batch() -> u64 {
+    1
+}
+
+fn is_one(v: &u64) -> bool {
+    *v == 1
 }
 
 /// A checkpoint in memory.

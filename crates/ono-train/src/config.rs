@@ -24,8 +24,17 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Passes over the training split.
     pub epochs: u64,
-    /// Samples per optimizer step.
+    /// Samples per optimizer step, whatever the number of processes and micro-batches.
     pub batch_size: i64,
+    /// Micro-batches per optimizer step in each process: a step's `batch_size` samples are cut
+    /// into `accumulate_steps` × (number of processes) contiguous micro-batches, each
+    /// forward-and-backward on its own, their gradients summed (a mean-reduced loss weighted by
+    /// its micro-batch's share) before one optimizer step. The step's samples are unchanged, so
+    /// with a loss that is a plain sum over samples (FNO's) the step is the one big batch's up to
+    /// rounding; models whose forward depends on the batch (ONO's whitening, BatchNorm) see
+    /// micro-batches. Left out of the serialized form when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub accumulate_steps: u64,
     /// `cpu`, `cuda` or `cuda:N`.
     #[serde(default = "default_device")]
     pub device: String,
@@ -379,6 +388,14 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 
+fn one() -> u64 {
+    1
+}
+
+fn is_one(v: &u64) -> bool {
+    *v == 1
+}
+
 /// AdamW and clipping; the paper's values by default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -598,6 +615,18 @@ impl TrainConfig {
         }
         if self.batch_size <= 0 {
             return Err(Error::config("batch_size", "must be positive"));
+        }
+        if self.accumulate_steps == 0 {
+            return Err(Error::config("accumulate_steps", "must be at least 1"));
+        }
+        if self.accumulate_steps > self.batch_size as u64 {
+            return Err(Error::config(
+                "accumulate_steps",
+                format!(
+                    "{} micro-batches cannot share a batch of {} samples",
+                    self.accumulate_steps, self.batch_size
+                ),
+            ));
         }
         if self.threads < 0 {
             return Err(Error::config("threads", "must be ≥ 0"));

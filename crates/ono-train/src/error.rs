@@ -105,6 +105,17 @@ pub enum Error {
     /// An error raised inside libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),
+    /// An error from ono-kernels outside a model (the EMA capture of a data-parallel step).
+    #[error(transparent)]
+    Kernels(#[from] ono_kernels::Error),
+    /// The processes of a data-parallel run disagree (configurations, data, a resumed step) or
+    /// cannot reach each other: the collective's own message, or which rank differs in what.
+    #[error("data-parallel run: {0}")]
+    Parallel(String),
+    /// A collective of a data-parallel run failed (a process died, a timeout, an unreachable
+    /// rendezvous).
+    #[error("data-parallel run: {0}")]
+    Dist(#[from] ono_dist::DistError),
 }
 
 impl Error {

@@ -29,6 +29,26 @@ pub fn evaluate(
     batch_size: i64,
     time_steps: i64,
 ) -> Result<RolloutErrors> {
+    evaluate_shared(
+        None, model, y_norm, split, regime, grid, batch_size, time_steps,
+    )
+}
+
+/// [`evaluate`], in a data-parallel run shared by the processes: process r evaluates the
+/// batches r, r + W, …, and the error sums are added over the processes before the division,
+/// so every process gets the whole split's errors.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn evaluate_shared(
+    parallel: Option<&crate::parallel::DataParallel>,
+    model: &Model,
+    y_norm: &Normalizer,
+    split: &Split,
+    regime: Regime,
+    grid: Option<&[i64]>,
+    batch_size: i64,
+    time_steps: i64,
+) -> Result<RolloutErrors> {
+    let (rank, world) = parallel.map_or((0, 1), |p| (p.rank(), p.world()));
     let _g = tch::no_grad_guard();
     let ops = regime.ops();
     let d = Decoder {
@@ -38,12 +58,26 @@ pub fn evaluate(
     };
     let mut sum = MetricSum::new();
     let idx: Vec<i64> = (0..split.len()).collect();
-    for chunk in idx.chunks(batch_size.max(1) as usize) {
+    for chunk in idx
+        .chunks(batch_size.max(1) as usize)
+        .skip(rank)
+        .step_by(world)
+    {
         let batch = split.batch(chunk, model.device(), model.kind())?;
         let pred = ops.predict(d, &Points::of(&batch), time_steps)?;
         ops.score(&mut sum, &pred, &batch.y, batch.mask.as_ref())?;
     }
-    sum.finish()
+    match parallel {
+        None => sum.finish(),
+        Some(p) => {
+            let steps = if regime.is_time_series() {
+                time_steps
+            } else {
+                0
+            };
+            sum.finish_summed(steps, model.device(), |t| p.sum(t))
+        }
+    }
 }
 
 /// A split with its inputs normalized (by `norms.x`, `norms.pos` and `norms.theta`; the targets

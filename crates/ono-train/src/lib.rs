@@ -26,6 +26,7 @@ pub mod loss;
 pub mod normalizers;
 pub mod observer;
 pub mod one_cycle;
+pub mod parallel;
 pub mod predictor;
 pub mod progress;
 pub mod recipe;

@@ -339,6 +339,38 @@ impl MetricSum {
         self.add(pred, truth, None)
     }
 
+    /// [`finish`](Self::finish) over several processes' sums: `sum_over` adds a tensor over
+    /// them in place (the error sums, the per-step sums of `steps` steps and the counts); a
+    /// process that saw no sample takes part with zeros.
+    pub(crate) fn finish_summed(
+        &self,
+        steps: i64,
+        device: tch::Device,
+        sum_over: impl Fn(&Tensor) -> Result<()>,
+    ) -> Result<RolloutErrors> {
+        let opts = (Kind::Double, device);
+        let full = match &self.sum {
+            Some(s) => s.f_reshape([1])?.f_to_kind(Kind::Double)?,
+            None => Tensor::f_zeros([1], opts)?,
+        };
+        let per_step = match &self.per_step {
+            Some(p) => p.f_to_kind(Kind::Double)?,
+            None => Tensor::f_zeros([steps], opts)?,
+        };
+        let count = Tensor::f_full([1], self.count as f64, opts)?;
+        let all = Tensor::f_cat(&[full, count, per_step], 0)?;
+        sum_over(&all)?;
+        let values = host::to_vec_f64(&all)?;
+        let n = values[1];
+        if n == 0.0 {
+            return Err(Error::Data("no evaluation samples".into()));
+        }
+        Ok(RolloutErrors {
+            per_step: values[2..].iter().map(|v| v / n).collect(),
+            full: values[0] / n,
+        })
+    }
+
     /// Samples seen.
     pub fn count(&self) -> i64 {
         self.count

@@ -1,7 +1,7 @@
 //! How samples are fed to a model: the three regimes of the reference scripts. Each is one
 //! implementation of [`RegimeOps`]; [`Regime::ops`] is the one place a regime is dispatched on.
 
-use ono_data::dataset::{mix, Batch};
+use ono_data::dataset::mix;
 use ono_models::ModelInput;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -11,7 +11,7 @@ use tch::{Device, Kind, Tensor};
 use crate::config::RolloutLoss;
 use crate::decoder::{Decoder, Points};
 use crate::loss::{self, MetricSum};
-use crate::step::{StepRunner, Target};
+use crate::step::{StepBatch, StepRunner, Target};
 use crate::{Error, Result};
 
 /// How samples are fed to a model.
@@ -57,8 +57,9 @@ impl Regime {
 
 /// What differs between regimes: one training batch, and predictions in evaluation mode.
 pub(crate) trait RegimeOps: Sync {
-    /// Trains on one batch: one optimizer step (or, per time step, T of them) through `runner`.
-    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()>;
+    /// Trains on one batch: one optimizer step (or, per time step, T of them) through `runner`,
+    /// each accumulating the gradients of this process's micro-batches of the step.
+    fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()>;
 
     /// Predictions in evaluation mode for normalized inputs, decoded. Steady: (B, N, C), or
     /// (B, M, C) at the query points; time series: (B, N, C, T) for `steps` steps.
@@ -85,17 +86,23 @@ pub(crate) trait RegimeOps: Sync {
 struct Steady;
 
 impl RegimeOps for Steady {
-    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
-        let b = batch.fx.size()[0];
-        let target = Target {
-            y: &batch.y,
-            aux: batch.aux.as_ref(),
-            mask: batch.mask.as_ref(),
-        };
-        let grid = runner.grid;
-        Points::of(batch).with_input(grid, None, |input| {
-            runner.forward_backward_step(input, &target, b, 1)
-        })
+    fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
+        runner.begin_step()?;
+        for m in &step.micros {
+            let batch = &m.batch;
+            let b = batch.fx.size()[0];
+            let target = Target {
+                y: &batch.y,
+                aux: batch.aux.as_ref(),
+                mask: batch.mask.as_ref(),
+            };
+            let grid = runner.grid;
+            runner.begin_micro(m, 0);
+            Points::of(batch).with_input(grid, None, |input| {
+                runner.accumulate(input, &target, m.weight, b, 1)
+            })?;
+        }
+        runner.finish_step()
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, _steps: i64) -> Result<Tensor> {
@@ -116,21 +123,27 @@ impl RegimeOps for Steady {
 struct Autoregressive;
 
 impl RegimeOps for Autoregressive {
-    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
-        let d = runner.decoder();
-        let teacher = runner.teacher_forcing;
-        let mut losses = FrameLosses::new(runner.loss.rollout);
-        rollout(
-            d,
-            &batch.pos,
-            &batch.fx,
-            runner.time_steps,
-            Some((&batch.y, teacher, &mut losses)),
-            true,
-        )?;
-        let (optimized, reported) = losses.finish()?;
-        let b = batch.fx.size()[0];
-        runner.backward_step(optimized, reported, b)
+    fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
+        runner.begin_step()?;
+        for m in &step.micros {
+            let batch = &m.batch;
+            runner.begin_micro(m, 0);
+            let d = runner.decoder();
+            let teacher = runner.teacher_forcing;
+            let mut losses = FrameLosses::new(runner.loss.rollout);
+            rollout(
+                d,
+                &batch.pos,
+                &batch.fx,
+                runner.time_steps,
+                Some((&batch.y, teacher, &mut losses)),
+                true,
+            )?;
+            let (optimized, reported) = losses.finish()?;
+            let b = batch.fx.size()[0];
+            runner.accumulate_sum(optimized, reported, b, m.weight)?;
+        }
+        runner.finish_step()
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {
@@ -143,40 +156,59 @@ impl RegimeOps for Autoregressive {
 struct PerTimeStep;
 
 impl RegimeOps for PerTimeStep {
-    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
-        // An independent permutation of the time steps per sample (the reference collate).
-        let (t, b) = (runner.time_steps, batch.fx.size()[0]);
+    fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
+        // An independent permutation of the time steps per sample (the reference collate),
+        // drawn for the whole step's batch so that a sample's order does not depend on which
+        // micro-batch or process trains it.
+        let (t, n) = (runner.time_steps, step.samples);
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(mix(
             runner.seed,
             runner.step.wrapping_add(1 << 41),
         ));
-        let perms: Vec<i64> = (0..b)
+        let perms: Vec<i64> = (0..n)
             .flat_map(|_| {
                 let mut p: Vec<i64> = (0..t).collect();
                 p.shuffle(&mut rng);
                 p
             })
             .collect();
-        let device = batch.fx.device();
+        let Some(first) = step.micros.first() else {
+            // No samples here this step: its T optimizer steps still run (and meet the other
+            // processes' collectives) with no gradient of their own.
+            for _ in 0..t {
+                runner.begin_step()?;
+                runner.finish_step()?;
+            }
+            return Ok(());
+        };
+        let device = first.batch.fx.device();
         let perms = Tensor::from_slice(&perms)
-            .f_view([b, t])?
+            .f_view([n, t])?
             .f_to_device(device)?;
         // The first t of the time values evaluation uses, so that a step means the same time
         // when training sees only the first steps (data.train_steps).
         let times =
-            time_grid(runner.time_axis.max(t), batch.fx.kind(), device)?.f_narrow(0, 0, t)?;
-        let (n, c) = (batch.y.size()[1], batch.y.size()[2]);
+            time_grid(runner.time_axis.max(t), first.batch.fx.kind(), device)?.f_narrow(0, 0, t)?;
         for k in 0..t {
-            let tk = perms.f_select(1, k)?;
-            let t_in = times.f_index_select(0, &tk)?.f_reshape([b, 1])?;
-            let gather = tk.f_view([b, 1, 1, 1])?.f_expand([b, n, c, 1], false)?;
-            let target = batch.y.f_gather(3, &gather, false)?.f_squeeze_dim(3)?;
-            let input = ModelInput::new(&batch.pos, &batch.fx)
-                .with_time(Some(&t_in))
-                .with_grid(runner.grid);
-            // Reported per sample and time step; the first step of a batch counts its samples.
-            let target = Target::plain(&target);
-            runner.forward_backward_step(&input, &target, if k == 0 { b } else { 0 }, t)?;
+            runner.begin_step()?;
+            for m in &step.micros {
+                let batch = &m.batch;
+                let b = batch.fx.size()[0];
+                let (n, c) = (batch.y.size()[1], batch.y.size()[2]);
+                let tk = perms.f_narrow(0, m.first, b)?.f_select(1, k)?;
+                let t_in = times.f_index_select(0, &tk)?.f_reshape([b, 1])?;
+                let gather = tk.f_view([b, 1, 1, 1])?.f_expand([b, n, c, 1], false)?;
+                let target = batch.y.f_gather(3, &gather, false)?.f_squeeze_dim(3)?;
+                let input = ModelInput::new(&batch.pos, &batch.fx)
+                    .with_time(Some(&t_in))
+                    .with_grid(runner.grid);
+                // Reported per sample and time step; the first step of a batch counts its
+                // samples.
+                let target = Target::plain(&target);
+                runner.begin_micro(m, k as u64);
+                runner.accumulate(&input, &target, m.weight, if k == 0 { b } else { 0 }, t)?;
+            }
+            runner.finish_step()?;
         }
         Ok(())
     }
@@ -246,13 +278,19 @@ fn from_space_time(out: &Tensor, steps: i64) -> Result<Tensor> {
 }
 
 impl RegimeOps for SpaceTime {
-    fn train_batch(&self, runner: &mut StepRunner<'_>, batch: &Batch) -> Result<()> {
-        let steps = runner.time_steps;
-        let (pos, fx, grid) = space_time(&batch.pos, &batch.fx, steps, runner.grid)?;
-        let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
-        let b = batch.fx.size()[0];
-        let layout = move |out: &Tensor| from_space_time(out, steps);
-        runner.forward_backward_step_as(&input, &Target::plain(&batch.y), b, 1, &layout)
+    fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
+        runner.begin_step()?;
+        for m in &step.micros {
+            let batch = &m.batch;
+            let steps = runner.time_steps;
+            let (pos, fx, grid) = space_time(&batch.pos, &batch.fx, steps, runner.grid)?;
+            let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
+            let b = batch.fx.size()[0];
+            let layout = move |out: &Tensor| from_space_time(out, steps);
+            runner.begin_micro(m, 0);
+            runner.accumulate_as(&input, &Target::plain(&batch.y), m.weight, b, 1, &layout)?;
+        }
+        runner.finish_step()
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use tch::{Device, Kind, Tensor};
 
-use crate::adamw::AdamW;
+use crate::adamw::{AdamW, FlatGrads};
 use crate::{Error, Result};
 
 /// GradScaler's initial scale, 2¹⁶.
@@ -59,7 +59,18 @@ impl LossScaler {
     /// for Inf/NaN), clipped to `max_grad_norm`, the AdamW step unless they were not finite, and
     /// the scale updated.
     pub fn step(&mut self, opt: &mut AdamW, max_grad_norm: Option<f64>) -> Result<()> {
-        let mut grads = opt.gather_grads()?;
+        let grads = opt.gather_grads()?;
+        self.step_with(opt, grads, max_grad_norm)
+    }
+
+    /// [`LossScaler::step`] on gradients already gathered (and, in a data-parallel run, summed
+    /// over the processes: every process then finds the same overflow and skips alike).
+    pub fn step_with(
+        &mut self,
+        opt: &mut AdamW,
+        mut grads: FlatGrads,
+        max_grad_norm: Option<f64>,
+    ) -> Result<()> {
         let _ = self.found_inf.f_zero_()?;
         let inv_scale = self.scale.f_reciprocal()?;
         for g in grads.tensors_mut() {

@@ -1,9 +1,12 @@
 //! One optimizer step: the loss of the reference scripts on decoded outputs, the model's
-//! forward-and-backward hook, clipping and AdamW (under float16, with the loss scaled and steps
-//! with overflowing gradients skipped); the loss stays on the device until the epoch loop reads a
-//! batch of them back.
+//! forward-and-backward hook once per micro-batch (gradients accumulating), in a data-parallel run
+//! the gradients summed over the processes, then clipping and AdamW (under float16, with the loss
+//! scaled and steps with overflowing gradients skipped); the losses stay on the device until the
+//! epoch loop reads a batch of them back.
 
+use ono_data::dataset::{mix, Batch};
 use ono_data::normalizer::Normalizer;
+use ono_kernels::ema;
 use ono_models::{LossError, Model, ModelInput};
 use tch::Tensor;
 
@@ -11,6 +14,7 @@ use crate::adamw::AdamW;
 use crate::config::{LossKind, ReductionName, RolloutLoss};
 use crate::decoder::Decoder;
 use crate::loss::{self, DarcyH1Target, Reduction};
+use crate::parallel::DataParallel;
 use crate::scaler::LossScaler;
 use crate::{Error, Result};
 
@@ -142,6 +146,45 @@ impl LossSpec {
     }
 }
 
+/// One micro-batch of an optimizer step ([`TrainConfig::accumulate_steps`]).
+///
+/// [`TrainConfig::accumulate_steps`]: crate::config::TrainConfig::accumulate_steps
+pub(crate) struct MicroBatch {
+    pub batch: Batch,
+    /// Its first sample's position in the step's batch.
+    pub first: i64,
+    /// Its index among the step's micro-batches (over all processes), which seeds its
+    /// randomness.
+    pub index: u64,
+    /// The factor of its loss in the step's: its share of the step's samples for a mean-reduced
+    /// loss; `None` (1) for a summed loss or a step of one micro-batch, whose loss is the step's.
+    pub weight: Option<f64>,
+}
+
+/// The micro-batches of one optimizer step that this process trains.
+pub(crate) struct StepBatch {
+    /// This process's micro-batches, in step order (none when the step's batch is smaller than
+    /// the micro-batches and this process's share is empty).
+    pub micros: Vec<MicroBatch>,
+    /// Samples in the whole step's batch, over all micro-batches and processes.
+    pub samples: i64,
+}
+
+/// The contiguous ranges `[start, end)` of a batch of `n` samples cut into `m` micro-batches:
+/// the first `n mod m` one sample longer than the rest, empty ones last when `n < m`.
+pub(crate) fn micro_ranges(n: usize, m: usize) -> Vec<std::ops::Range<usize>> {
+    let m = m.max(1);
+    let (base, extra) = (n / m, n % m);
+    let mut start = 0;
+    (0..m)
+        .map(|j| {
+            let len = base + usize::from(j < extra);
+            start += len;
+            start - len..start
+        })
+        .collect()
+}
+
 /// Everything one training batch needs, borrowed from the trainer.
 pub(crate) struct StepRunner<'a> {
     pub model: &'a Model,
@@ -164,6 +207,18 @@ pub(crate) struct StepRunner<'a> {
     pub seed: u64,
     /// The global step of this batch.
     pub step: u64,
+    /// Micro-batches per optimizer step over all processes.
+    pub micro_batches: u64,
+    /// The other processes of a data-parallel run.
+    pub parallel: Option<&'a DataParallel>,
+    /// Per process, its micro-batches with samples in this step.
+    pub shares: &'a [usize],
+    /// Training forwards per micro-batch and optimizer step (a rollout's frames, else 1).
+    pub forwards: usize,
+    /// This step's EMA updates, recorded for the processes to fold alike (data parallel only).
+    pub capture: Option<ema::Capture>,
+    /// `pending`'s length when the step began (a data-parallel step merges its losses).
+    pub step_start: usize,
     pub pending: &'a mut Vec<PendingLoss>,
 }
 
@@ -176,27 +231,52 @@ impl StepRunner<'_> {
         }
     }
 
-    /// One optimizer step on the decoded loss of one forward pass, through the model's
-    /// forward-and-backward hook (activation recomputation when configured). The queued loss is
-    /// divided by `report_div` (per-time-step losses are reported per step).
-    pub fn forward_backward_step(
+    /// Starts an optimizer step: gradients to zero and, in a data-parallel run, the model's EMA
+    /// updates recorded rather than folded.
+    pub fn begin_step(&mut self) -> Result<()> {
+        self.opt.zero_grad();
+        self.step_start = self.pending.len();
+        if self.parallel.is_some() && !self.model.ema_statistics().is_empty() {
+            self.capture = Some(ema::capture()?);
+        }
+        Ok(())
+    }
+
+    /// Before micro-batch `m`'s `pass`-th forward (per-time-step training makes T of them): a
+    /// step of several micro-batches seeds torch's generator from (step seed, pass, micro-batch)
+    /// so that each micro-batch draws the same numbers in whichever process trains it; a step of
+    /// one keeps the step's seed (the trainer's) running on, as before there were micro-batches.
+    pub fn begin_micro(&self, m: &MicroBatch, pass: u64) {
+        if self.micro_batches > 1 {
+            let base = mix(self.seed, self.step.wrapping_add(1 << 40));
+            tch::manual_seed(mix(base, pass * self.micro_batches + m.index) as i64);
+        }
+    }
+
+    /// Adds one forward pass's gradients, through the model's forward-and-backward hook
+    /// (activation recomputation when configured), its loss scaled by `weight`. The queued loss
+    /// is the unweighted one divided by `report_div` (per-time-step losses are reported per
+    /// step).
+    pub fn accumulate(
         &mut self,
         input: &ModelInput<'_>,
         target: &Target<'_>,
+        weight: Option<f64>,
         new_samples: i64,
         report_div: i64,
     ) -> Result<()> {
-        self.forward_backward_step_as(input, target, new_samples, report_div, &|o| {
+        self.accumulate_as(input, target, weight, new_samples, report_div, &|o| {
             Ok(o.shallow_clone())
         })
     }
 
-    /// [`forward_backward_step`](Self::forward_backward_step) with the model's output brought
-    /// into the target's layout by `layout` before it is decoded (the space-time regime).
-    pub fn forward_backward_step_as(
+    /// [`accumulate`](Self::accumulate) with the model's output brought into the target's
+    /// layout by `layout` before it is decoded (the space-time regime).
+    pub fn accumulate_as(
         &mut self,
         input: &ModelInput<'_>,
         target: &Target<'_>,
+        weight: Option<f64>,
         new_samples: i64,
         report_div: i64,
         layout: &dyn Fn(&Tensor) -> Result<Tensor>,
@@ -218,12 +298,15 @@ impl StepRunner<'_> {
                     spec.of(&pred, target, grid)?
                 }
             };
+            let loss = match weight {
+                Some(w) => loss.f_mul_scalar(w)?,
+                None => loss,
+            };
             Ok(match scaler {
                 Some(s) => s.scale(&loss)?,
                 None => loss,
             })
         };
-        self.opt.zero_grad();
         let loss = self
             .model
             .forward_backward(input, &mut loss_of, self.recompute)?;
@@ -231,9 +314,9 @@ impl StepRunner<'_> {
             Some(s) => s.unscale_value(&loss)?,
             None => loss,
         };
-        self.optimizer_step()?;
-        let loss = if report_div > 1 {
-            loss.f_div_scalar(report_div as f64)?
+        let div = weight.unwrap_or(1.0) * report_div as f64;
+        let loss = if div != 1.0 {
+            loss.f_div_scalar(div)?
         } else {
             loss
         };
@@ -241,17 +324,25 @@ impl StepRunner<'_> {
         Ok(())
     }
 
-    /// One optimizer step on a Σ_b loss computed by the caller (the rollout).
-    /// Logs `reported` (a Σ_b loss too, reduced alike) instead of the optimized loss where
-    /// given: a weighted rollout reports its plain Σ over frames.
-    pub fn backward_step(&mut self, sum: Tensor, reported: Option<Tensor>, b: i64) -> Result<()> {
+    /// Adds the gradients of a Σ_b loss computed by the caller (the rollout), reduced and scaled
+    /// by `weight`. Logs `reported` (a Σ_b loss too, reduced alike) instead of the optimized
+    /// loss where given: a weighted rollout reports its plain Σ over frames.
+    pub fn accumulate_sum(
+        &mut self,
+        sum: Tensor,
+        reported: Option<Tensor>,
+        b: i64,
+        weight: Option<f64>,
+    ) -> Result<()> {
         let loss = self.loss.reduce(sum, b)?;
-        self.opt.zero_grad();
+        let optimized = match weight {
+            Some(w) => loss.f_mul_scalar(w)?,
+            None => loss.shallow_clone(),
+        };
         match self.scaler.as_deref() {
-            Some(s) => s.scale(&loss)?.f_backward()?,
-            None => loss.f_backward()?,
+            Some(s) => s.scale(&optimized)?.f_backward()?,
+            None => optimized.f_backward()?,
         }
-        self.optimizer_step()?;
         let report = match reported {
             Some(r) => self.loss.reduce(r, b)?.f_detach()?,
             None => loss.f_detach()?,
@@ -260,13 +351,62 @@ impl StepRunner<'_> {
         Ok(())
     }
 
-    /// Clipping and AdamW on the gradients of the last backward pass (through the loss scaler
-    /// when there is one).
-    fn optimizer_step(&mut self) -> Result<()> {
-        match self.scaler.as_deref_mut() {
-            Some(s) => s.step(self.opt, self.clip),
-            None => self.opt.step(self.clip).map(|_| ()),
+    /// Ends an optimizer step: in a data-parallel run the gradients summed over the processes
+    /// and the recorded EMA updates folded in step order; then clipping (on the global norm)
+    /// and AdamW (through the loss scaler when there is one).
+    pub fn finish_step(&mut self) -> Result<()> {
+        let mut grads = self.opt.gather_grads()?;
+        if let Some(p) = self.parallel {
+            self.merge_step_losses()?;
+            p.sum_gradients(self.opt, &mut grads)?;
+            let records = self.capture.take().map(ema::Capture::finish);
+            p.fold_statistics(
+                self.model,
+                records.unwrap_or_default(),
+                self.shares,
+                self.forwards,
+            )?;
         }
+        match self.scaler.as_deref_mut() {
+            Some(s) => s.step_with(self.opt, grads, self.clip),
+            None => {
+                if let Some(m) = self.clip {
+                    let _ = grads.clip_norm_(m)?;
+                }
+                self.opt.step_with(&grads)
+            }
+        }
+    }
+
+    /// A data-parallel step's losses as one entry, whatever this process's share of the step
+    /// (none at all included): the loss in sum form (Σ over its samples, a mean-reduced loss
+    /// multiplied back by its batch) in float64, with `batch` 1 and its new samples, so that
+    /// every process queues as many entries as there are steps and the trainer can sum them
+    /// over the processes entry by entry.
+    fn merge_step_losses(&mut self) -> Result<()> {
+        let mine: Vec<PendingLoss> = self.pending.drain(self.step_start..).collect();
+        let mut sum = Tensor::f_zeros([], (tch::Kind::Double, self.opt_device()))?;
+        let mut new_samples = 0;
+        for p in &mine {
+            let v = p.loss.f_to_kind(tch::Kind::Double)?;
+            let v = match self.loss.reduction {
+                ReductionName::Sum => v,
+                ReductionName::Mean => v.f_mul_scalar(p.batch as f64)?,
+            };
+            sum = sum.f_add(&v.f_reshape([])?)?;
+            new_samples += p.new_samples;
+        }
+        self.pending.push(PendingLoss {
+            loss: sum,
+            step: self.step,
+            batch: 1,
+            new_samples,
+        });
+        Ok(())
+    }
+
+    fn opt_device(&self) -> tch::Device {
+        self.model.device()
     }
 
     fn queue(&mut self, loss: Tensor, batch: i64, new_samples: i64) {
@@ -276,5 +416,29 @@ impl StepRunner<'_> {
             batch,
             new_samples,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::micro_ranges;
+
+    /// Contiguous, covering, in order; the first `n mod m` one longer; empty ones last.
+    #[test]
+    fn micro_batches_cut_a_batch_evenly_and_in_order() {
+        assert_eq!(micro_ranges(10, 1), vec![0..10]);
+        assert_eq!(micro_ranges(10, 4), vec![0..3, 3..6, 6..8, 8..10]);
+        assert_eq!(micro_ranges(2, 4), vec![0..1, 1..2, 2..2, 2..2]);
+        for n in 0..20 {
+            for m in 1..7 {
+                let r = micro_ranges(n, m);
+                assert_eq!(r.len(), m);
+                assert_eq!(r.first().unwrap().start, 0);
+                assert_eq!(r.last().unwrap().end, n);
+                assert!(r.windows(2).all(|w| w[0].end == w[1].start));
+                let lens: Vec<usize> = r.iter().map(|x| x.len()).collect();
+                assert!(lens.windows(2).all(|w| w[0] >= w[1] && w[0] - w[1] <= 1));
+            }
+        }
     }
 }

@@ -30,17 +30,18 @@ use tch::{Device, Kind, Tensor};
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
 use crate::config::{BatchOrder, ReductionName, ScheduleKind, TrainConfig};
-use crate::evaluate::{evaluate, normalized};
+use crate::evaluate::normalized;
 use crate::loss::RolloutErrors;
 use crate::normalizers::Normalizers;
 use crate::observer::EpochObserver;
 use crate::one_cycle::OneCycle;
+use crate::parallel::{self, DataParallel};
 use crate::progress::Progress;
 use crate::regime::Regime;
 use crate::run::RunSpec;
 use crate::run_layout::RunPaths;
 use crate::scaler::LossScaler;
-use crate::step::{LossSpec, PendingLoss, StepRunner};
+use crate::step::{micro_ranges, LossSpec, MicroBatch, PendingLoss, StepBatch, StepRunner};
 use crate::{Error, Result};
 
 /// What a finished run reports: the JSON line `ono train` prints. The fields are in the order of
@@ -115,6 +116,14 @@ pub struct Trainer {
     reads: HostReads,
     /// Told after every epoch ([`Trainer::set_observer`]).
     pub(crate) observer: Option<Box<dyn EpochObserver>>,
+    /// Micro-batches per optimizer step over all processes.
+    micro_batches: u64,
+    /// Micro-batches per optimizer step in this process.
+    accumulate: u64,
+    /// The other processes of a data-parallel run.
+    parallel: Option<DataParallel>,
+    /// Said once when the run starts (how a resumed run keeps its micro-batches).
+    notes: Vec<String>,
 }
 
 impl Trainer {
@@ -123,6 +132,26 @@ impl Trainer {
     /// `checkpoints/last`, whose configuration must be the run's. Without `resume`, an output
     /// folder that already holds a checkpoint is refused.
     pub fn new(run: RunSpec, resume: bool) -> Result<Self> {
+        Self::with_parallel(run, resume, None)
+    }
+
+    /// [`Trainer::new`] as one process of a data-parallel run (`None`: a single process). Every
+    /// process must be given the same run; they check that they agree (configuration, model,
+    /// data shapes, the step they resume at) and start from rank 0's variables. On CUDA each
+    /// process trains on `cuda:LOCAL_RANK`.
+    ///
+    /// A resumed run keeps the micro-batches per step its checkpoint was trained with
+    /// (`accumulate_steps` × processes), so that it continues exactly: at another number of
+    /// processes that divides them, `accumulate_steps` is adjusted (and said); otherwise the
+    /// resume is refused.
+    pub fn with_parallel(
+        mut run: RunSpec,
+        resume: bool,
+        mut parallel: Option<DataParallel>,
+    ) -> Result<Self> {
+        if let Some(p) = &parallel {
+            run.device = DataParallel::device_for(p.launch(), run.device);
+        }
         let RunSpec {
             config: cfg,
             device,
@@ -201,6 +230,39 @@ impl Trainer {
         }
         let mut opt = AdamW::new(model.var_store(), cfg.optimizer.adamw())?;
 
+        // Micro-batches: the checkpoint's count wins, so that a resumed run continues exactly.
+        let world = parallel.as_ref().map_or(1, |p| p.world() as u64);
+        let mut notes = Vec::new();
+        let micro_batches = match &ckpt {
+            Some(c) if c.state.micro_batches != world * cfg.accumulate_steps => {
+                let m = c.state.micro_batches;
+                if !m.is_multiple_of(world) {
+                    return Err(Error::Checkpoint {
+                        path: last,
+                        msg: format!(
+                            "the run was trained with {m} micro-batches per step, which {world} processes cannot share evenly; resume it with a number of processes that divides {m}"
+                        ),
+                    });
+                }
+                notes.push(format!(
+                    "resuming with accumulate_steps = {} on {world} process(es): the run was trained with {m} micro-batches per step",
+                    m / world
+                ));
+                m
+            }
+            _ => world * cfg.accumulate_steps,
+        };
+        let accumulate = micro_batches / world;
+        if micro_batches > cfg.batch_size as u64 {
+            return Err(Error::config(
+                "accumulate_steps",
+                format!(
+                    "{accumulate} micro-batches in each of {world} processes cannot share a batch of {} samples",
+                    cfg.batch_size
+                ),
+            ));
+        }
+
         let n_train = train.len() as u64;
         let steps_per_epoch = n_train.div_ceil(cfg.batch_size as u64);
         let total = cfg.epochs * steps_per_epoch;
@@ -236,8 +298,41 @@ impl Trainer {
                 normalizers: kinds,
                 regime,
                 optimizer: opt.state("optim.")?.1,
+                micro_batches,
             },
         };
+        let mut state = state;
+        state.micro_batches = micro_batches;
+        if let Some(p) = &mut parallel {
+            let items = [
+                (
+                    "ono version",
+                    parallel::fingerprint(env!("CARGO_PKG_VERSION").as_bytes()),
+                ),
+                (
+                    "configuration",
+                    parallel::fingerprint(
+                        serde_json::to_string(&state.config)
+                            .unwrap_or_default()
+                            .as_bytes(),
+                    ),
+                ),
+                (
+                    "model",
+                    parallel::fingerprint(
+                        serde_json::to_string(&state.model)
+                            .unwrap_or_default()
+                            .as_bytes(),
+                    ),
+                ),
+                ("micro-batches per step", micro_batches),
+                ("training data", parallel::split_hash(&train)?),
+                ("test data", parallel::split_hash(&test)?),
+                ("resumed step", resumed_at),
+            ];
+            p.agree(&items, device)?;
+            p.share_model(&model)?;
+        }
         Ok(Self {
             cfg,
             device,
@@ -266,7 +361,21 @@ impl Trainer {
             unchecked: false,
             reads: HostReads::default(),
             observer: None,
+            micro_batches,
+            accumulate,
+            parallel,
+            notes,
         })
+    }
+
+    /// Whether this process logs and writes: a single process, or rank 0 of several.
+    pub fn is_leader(&self) -> bool {
+        self.parallel.as_ref().is_none_or(|p| p.rank() == 0)
+    }
+
+    /// The process group of a data-parallel run.
+    pub fn parallel(&self) -> Option<&DataParallel> {
+        self.parallel.as_ref()
     }
 
     /// The configuration.
@@ -320,7 +429,26 @@ impl Trainer {
 
     /// Trains to the configured number of epochs.
     pub fn run(&mut self, progress: &Progress) -> Result<Summary> {
+        // Rank 0 alone reports (and writes: `save`, the metrics, the observer).
+        let progress = if self.is_leader() {
+            progress
+        } else {
+            &Progress::Quiet
+        };
         let epochs = self.cfg.epochs;
+        for note in std::mem::take(&mut self.notes) {
+            progress.println(&note);
+        }
+        if let Some(p) = &self.parallel {
+            progress.println(&format!(
+                "data parallel: {} processes ({} launch), {} micro-batch(es) of the {}-sample \
+                 batch in each",
+                p.world(),
+                p.launch().launcher,
+                self.accumulate,
+                self.cfg.batch_size
+            ));
+        }
         if self.resumed_at > 0 {
             progress.println(&format!(
                 "resumed at step {} (epoch {}, batch {})",
@@ -329,7 +457,9 @@ impl Trainer {
                 self.state.batch_in_epoch
             ));
             // The metrics file may predate the checkpoint's history by one epoch.
-            self.paths.write_metrics(&self.state.history)?;
+            if self.is_leader() {
+                self.paths.write_metrics(&self.state.history)?;
+            }
         }
         let bs = self.cfg.batch_size as usize;
         while self.state.epoch < epochs {
@@ -442,8 +572,10 @@ impl Trainer {
             if improved && self.cfg.checkpoint.keep_best {
                 self.save("best")?;
             }
-            self.paths.write_metrics(&self.state.history)?;
-            self.notify_observer(epoch)?;
+            if self.is_leader() {
+                self.paths.write_metrics(&self.state.history)?;
+                self.notify_observer(epoch)?;
+            }
         }
         progress.finish();
         let last_checkpoint = self.paths.last_checkpoint();
@@ -524,9 +656,47 @@ impl Trainer {
             self.opt.set_beta1(b1);
         }
         tch::manual_seed(mix(self.cfg.seed, step.wrapping_add(1 << 40)) as i64);
-        let batch = self
-            .train
-            .batch_at(idx, idx_on_device, self.device, self.kind)?;
+        // The step's micro-batches: contiguous shares of its samples, this process's the
+        // rank-th `accumulate` of them.
+        let n = idx.len();
+        let ranges = micro_ranges(n, self.micro_batches as usize);
+        let k = self.accumulate as usize;
+        let rank = self.parallel.as_ref().map_or(0, DataParallel::rank);
+        let shares: Vec<usize> = ranges
+            .chunks(k)
+            .map(|c| c.iter().filter(|r| !r.is_empty()).count())
+            .collect();
+        let weighted = self.micro_batches > 1 && self.loss.reduction == ReductionName::Mean;
+        let micros = ranges
+            .iter()
+            .enumerate()
+            .skip(rank * k)
+            .take(k)
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(j, r)| {
+                let len = r.len() as i64;
+                let on_device = idx_on_device.f_narrow(0, r.start as i64, len)?;
+                Ok(MicroBatch {
+                    batch: self.train.batch_at(
+                        &idx[r.clone()],
+                        &on_device,
+                        self.device,
+                        self.kind,
+                    )?,
+                    first: r.start as i64,
+                    index: j as u64,
+                    weight: weighted.then(|| r.len() as f64 / n as f64),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let step_batch = StepBatch {
+            micros,
+            samples: n as i64,
+        };
+        let forwards = match self.regime {
+            Regime::Autoregressive => self.time_steps.max(1) as usize,
+            _ => 1,
+        };
         let mut runner = StepRunner {
             model: &self.model,
             opt: &mut self.opt,
@@ -547,9 +717,15 @@ impl Trainer {
             time_axis: self.test_steps,
             seed: self.cfg.seed,
             step,
+            micro_batches: self.micro_batches,
+            parallel: self.parallel.as_ref(),
+            shares: &shares,
+            forwards,
+            capture: None,
+            step_start: 0,
             pending: &mut self.pending,
         };
-        self.regime.ops().train_batch(&mut runner, &batch)?;
+        self.regime.ops().train_batch(&mut runner, &step_batch)?;
         Ok(lr)
     }
 
@@ -559,6 +735,9 @@ impl Trainer {
     fn flush_losses(&mut self) -> Result<()> {
         if self.pending.is_empty() && !self.unchecked {
             return Ok(());
+        }
+        if self.parallel.is_some() {
+            return self.flush_parallel();
         }
         let mut parts = self
             .pending
@@ -612,9 +791,94 @@ impl Trainer {
         Ok(())
     }
 
+    /// [`flush_losses`](Self::flush_losses) in a data-parallel run, where every process makes it
+    /// at the same points with one entry per step: the processes' rows (each step's loss in sum
+    /// form and new samples, then the step of this process's earliest failed check) are gathered
+    /// in one collective and one read, and every process draws the same conclusion: the epoch's
+    /// sums over all processes, or the same error.
+    fn flush_parallel(&mut self) -> Result<()> {
+        let p = self.parallel.as_ref().expect("a data-parallel run");
+        let opts = (Kind::Double, self.device);
+        let mut parts = Vec::with_capacity(2 * self.pending.len() + 1);
+        for e in &self.pending {
+            parts.push(e.loss.f_to_kind(Kind::Double)?.f_reshape([1])?);
+            parts.push(Tensor::f_full([1], e.new_samples as f64, opts)?);
+        }
+        let own_codes = self.health.codes()?;
+        parts.push(match &own_codes {
+            Some(c) => c
+                .f_min()?
+                .f_to_kind(Kind::Double)?
+                .f_to_device(self.device)?
+                .f_reshape([1])?,
+            None => Tensor::f_full([1], health::NO_FAILURE as f64, opts)?,
+        });
+        let row = Tensor::f_cat(&parts, 0)?;
+        let before = host::host_reads();
+        let rows = p.gather_f64(&row)?;
+        self.reads.checks += 1;
+        self.reads.at_checks += host::host_reads() - before;
+        self.unchecked = false;
+        let len = parts.len();
+        let world = rows.len() / len;
+        let epoch = self.state.epoch;
+        let mut sums = Vec::with_capacity(self.pending.len());
+        let mut bad_loss = None;
+        for (i, e) in self.pending.iter().enumerate() {
+            let x: f64 = (0..world).map(|r| rows[r * len + 2 * i]).sum();
+            let n: f64 = (0..world).map(|r| rows[r * len + 2 * i + 1]).sum();
+            if !x.is_finite() && bad_loss.is_none() {
+                bad_loss = Some((e.step, x));
+            }
+            sums.push((x, n as u64));
+        }
+        let failure = (0..world)
+            .map(|r| (rows[r * len + len - 1], r))
+            .filter(|&(c, _)| c < health::NO_FAILURE as f64)
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(c, r)| ((c as i64 / health::FAULT_CODES) as u64, r));
+        match (bad_loss, failure) {
+            (Some((step, value)), f) if f.is_none_or(|(fs, _)| step < fs) => {
+                return Err(Error::NonFiniteLoss { step, epoch, value })
+            }
+            (_, Some((step, r))) if r == p.rank() => {
+                let codes = match &own_codes {
+                    Some(c) => host::to_vec_i64(c)?,
+                    None => Vec::new(),
+                };
+                let source = match self.health.failure(&codes) {
+                    Some(f) => Error::deferred(f.error),
+                    None => Error::Parallel(format!("a check failed at step {step}")),
+                };
+                return Err(Error::Step {
+                    step,
+                    epoch,
+                    source: Box::new(source),
+                });
+            }
+            (_, Some((step, r))) => {
+                return Err(Error::Step {
+                    step,
+                    epoch,
+                    source: Box::new(Error::Parallel(format!(
+                        "rank {r} failed a check in this step (its own log names it)"
+                    ))),
+                })
+            }
+            _ => {}
+        }
+        for (x, n) in sums {
+            self.state.epoch_loss_sum += x;
+            self.state.epoch_samples += n;
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
     /// Mean relative L2 on the test split (decoded predictions against raw targets).
     pub fn evaluate_test(&self) -> Result<RolloutErrors> {
-        evaluate(
+        crate::evaluate::evaluate_shared(
+            self.parallel.as_ref(),
             &self.model,
             &self.test_normalizers.y,
             &self.test,
@@ -626,8 +890,12 @@ impl Trainer {
     }
 
     fn save(&mut self, name: &str) -> Result<PathBuf> {
-        // Never write a checkpoint over unread (possibly non-finite) losses.
+        // Never write a checkpoint over unread (possibly non-finite) losses. In a data-parallel
+        // run every process flushes (a collective), and rank 0 alone writes.
         self.flush_losses()?;
+        if !self.is_leader() {
+            return Ok(self.paths.checkpoints.join(format!("{name}.safetensors")));
+        }
         let (opt_tensors, opt_state) = self.opt.state("optim.")?;
         self.state.optimizer = opt_state;
         let mut tensors: std::collections::BTreeMap<String, Tensor> = self

@@ -567,22 +567,27 @@ fn train(
         }
     }
     let resume = dir.join("checkpoints").join("last.safetensors").is_file();
-    let mut trainer = Trainer::new(RunSpec::resolve(cfg.clone())?, resume)?;
-    trainer.set_observer(crate::figures::RunFigures);
-    let total = trainer.steps_per_epoch() * cfg.epochs;
-    let progress = if ctx.quiet {
-        Progress::Quiet
-    } else {
-        Progress::auto(total, trainer.state().global_step)
+    let (summary, per_step) = match ctx.nproc_per_node {
+        Some(n) => train_parallel(&file, n, resume, ctx)?,
+        None => {
+            let mut trainer = Trainer::new(RunSpec::resolve(cfg.clone())?, resume)?;
+            trainer.set_observer(crate::figures::RunFigures);
+            let total = trainer.steps_per_epoch() * cfg.epochs;
+            let progress = if ctx.quiet {
+                Progress::Quiet
+            } else {
+                Progress::auto(total, trainer.state().global_step)
+            };
+            let summary = trainer.run(&progress)?;
+            let per_step = trainer
+                .state()
+                .history
+                .last()
+                .map(|r| r.test_per_step.clone())
+                .unwrap_or_default();
+            (summary, per_step)
+        }
     };
-    let summary = trainer.run(&progress)?;
-    let per_step = trainer
-        .state()
-        .history
-        .last()
-        .map(|r| r.test_per_step.clone())
-        .unwrap_or_default();
-    drop(trainer);
     let test = summary
         .final_test
         .ok_or_else(|| anyhow!("the run ended without a test error"))?;
@@ -630,6 +635,55 @@ fn train(
         o.at_stride = at_stride;
         o.grid_at_stride = grids;
     }))
+}
+
+/// `torchrun --no-python --nproc-per-node N ono train FILE [--resume]`: the experiment trained
+/// data-parallel; its summary line and the last epoch's per-step errors.
+fn train_parallel(
+    file: &Path,
+    n: usize,
+    resume: bool,
+    ctx: &RunContext,
+) -> Result<(ono_train::Summary, Vec<f64>)> {
+    let torchrun = std::env::var_os("ONO_TORCHRUN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("torchrun"));
+    let mut cmd = Command::new(&torchrun);
+    cmd.arg(format!("--nproc-per-node={n}"))
+        .arg("--no-python")
+        .arg(&ctx.exe)
+        .arg("train")
+        .arg(file);
+    if resume {
+        cmd.arg("--resume");
+    }
+    if ctx.quiet {
+        cmd.arg("--quiet");
+    }
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| {
+            format!(
+                "starting {} (set ONO_TORCHRUN or put torch's torchrun on PATH)",
+                torchrun.display()
+            )
+        })?;
+    if !out.status.success() {
+        bail!("the data-parallel run failed ({})", out.status);
+    }
+    let summary: ono_train::Summary = serde_json::from_slice(&out.stdout)
+        .context("the data-parallel run printed no summary line")?;
+    let state: TrainState = serde_json::from_str(
+        &std::fs::read_to_string(summary.last_checkpoint.with_extension("json"))
+            .context("reading the run's last checkpoint state")?,
+    )?;
+    let per_step = state
+        .history
+        .last()
+        .map(|r| r.test_per_step.clone())
+        .unwrap_or_default();
+    Ok((summary, per_step))
 }
 
 /// `ono bench-step` in a process of its own: the peak memory is this model's alone.

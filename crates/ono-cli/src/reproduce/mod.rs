@@ -73,6 +73,12 @@ pub struct Options {
     /// Train on these devices at once (`cuda:0,cuda:1,…`), one process each; longest first.
     #[arg(long, conflicts_with = "jobs")]
     pub devices: Option<String>,
+    /// Train each experiment data-parallel in N processes on this node
+    /// (`torchrun --no-python --nproc-per-node N ono train`; torchrun from $ONO_TORCHRUN, else
+    /// PATH): on CUDA one GPU each, cuda:0 … cuda:N−1. The experiment's batch per step is
+    /// unchanged (docs/training.md, "Several processes").
+    #[arg(long, conflicts_with_all = ["jobs", "devices", "measure"])]
+    pub nproc_per_node: Option<usize>,
     /// Only the experiments whose position in the plan is I − 1 modulo N (`3/8`): a fixed part
     /// of the plan for one of N machines. The report is written by a call that finds every
     /// experiment finished (run the command once more without `--shard` when all are done).
@@ -145,6 +151,8 @@ pub struct Context {
     pub rehearsal: bool,
     /// Runs the reference loop after each trained experiment.
     pub reference: Option<execute::ReferenceLoop>,
+    /// Train each experiment in this many data-parallel processes (`--nproc-per-node`).
+    pub nproc_per_node: Option<usize>,
 }
 
 #[cfg(test)]
@@ -161,6 +169,7 @@ impl Context {
             eval_batch: 1,
             rehearsal: false,
             reference: None,
+            nproc_per_node: None,
         }
     }
 }
@@ -235,7 +244,11 @@ pub fn run(o: Options) -> Result<bool> {
         anyhow::ensure!(n > 0, "--threads must be positive");
         tch::set_num_threads(n);
     }
+    if o.nproc_per_node == Some(0) {
+        anyhow::bail!("--nproc-per-node must be at least 1");
+    }
     let ctx = Context {
+        nproc_per_node: o.nproc_per_node,
         exe: std::env::current_exe().context("finding the ono binary")?,
         device: o.device.clone(),
         threads: o.threads,

@@ -213,6 +213,14 @@ impl NeuralOperator for Ono {
         Ono::reset_statistics(self)
     }
 
+    fn ema_statistics(&self) -> Vec<&ono_kernels::ema::EmaCovariance> {
+        self.blocks
+            .iter()
+            .flat_map(|b| [b.covariance(), b.query_covariance()])
+            .flatten()
+            .collect()
+    }
+
     fn reference_name<'n>(&self, ours: &'n str) -> Option<&'n str> {
         reference::reference_name(ours)
     }
