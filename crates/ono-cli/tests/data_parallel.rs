@@ -234,7 +234,7 @@ fn rank_pid(tag: &str, rank: usize) -> Option<i32> {
             continue;
         };
         let vars: Vec<&[u8]> = env.split(|&b| b == 0).collect();
-        let has = |s: &str| vars.iter().any(|v| *v == s.as_bytes());
+        let has = |s: &str| vars.contains(&s.as_bytes());
         let exe = std::fs::read_link(e.path().join("exe")).unwrap_or_default();
         if has(&want_tag) && has(&want_rank) && exe.file_name().is_some_and(|n| n == "ono") {
             return Some(pid);
@@ -261,7 +261,7 @@ fn wait_with_timeout(child: &mut Child, limit: Duration) -> std::process::ExitSt
 /// `rank` under `tag` with SIGKILL and waits for the launch to fail.
 fn kill_rank_after(child: &mut Child, sidecar: &Path, step: u64, tag: &str, rank: usize) {
     let start = Instant::now();
-    while !read_json::<TrainState>(sidecar).is_some_and(|s| s.global_step >= step) {
+    while read_json::<TrainState>(sidecar).is_none_or(|s| s.global_step < step) {
         assert!(start.elapsed() < Duration::from_secs(120), "no checkpoint");
         assert!(
             child.try_wait().unwrap().is_none(),
@@ -415,7 +415,7 @@ fn mismatches_unreachable_rendezvous_and_dead_ranks_are_errors_not_hangs() {
         .unwrap();
     let sidecar = dir.join("long/checkpoints/last.json");
     let start = Instant::now();
-    while !read_json::<TrainState>(&sidecar).is_some_and(|s| s.global_step >= 2) {
+    while read_json::<TrainState>(&sidecar).is_none_or(|s| s.global_step < 2) {
         assert!(start.elapsed() < limit, "no checkpoint");
         std::thread::sleep(Duration::from_millis(2));
     }

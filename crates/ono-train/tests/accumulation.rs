@@ -166,9 +166,8 @@ fn accumulation_refuses_more_micro_batches_than_samples() {
         "epochs = 1\nbatch_size = 2\naccumulate_steps = 3\noutput_dir = \"{}\"\n[model]\npreset = \"ns2d\"\n[data]\npath = \"x\"\n",
         dir.join("o").display()
     );
-    let err = TrainConfig::from_toml(&text)
-        .and_then(|c| c.validate().map(|_| c))
-        .err()
-        .expect("refused");
+    let Err(err) = TrainConfig::from_toml(&text).and_then(|c| c.validate()) else {
+        panic!("accumulate_steps = 3 with batch_size = 2 was accepted");
+    };
     assert!(err.to_string().contains("accumulate_steps"), "{err}");
 }

@@ -568,7 +568,13 @@ fn train(
     }
     let resume = dir.join("checkpoints").join("last.safetensors").is_file();
     let (summary, per_step) = match ctx.nproc_per_node {
-        Some(n) => train_parallel(&file, n, resume, ctx)?,
+        Some(n) => {
+            // Resolved here first, as the single process would: a missing published file is
+            // then reported as missing data (not as a failed launch), and a bad configuration
+            // by name, before any process starts.
+            drop(RunSpec::resolve(cfg.clone())?);
+            train_parallel(&file, n, resume, ctx)?
+        }
         None => {
             let mut trainer = Trainer::new(RunSpec::resolve(cfg.clone())?, resume)?;
             trainer.set_observer(crate::figures::RunFigures);
