@@ -7,5 +7,6 @@ pub mod mat_v5;
 pub mod npy;
 pub mod safetensors_file;
 pub mod torch_pt;
+pub mod vtk;
 
 pub use any::read_any;
