@@ -11,6 +11,8 @@
 //   collective's in-place result lands in the caller's storage.
 // * Every collective waits for its own completion, bounded by the group's timeout: the caller's
 //   tensors are safe to read when the call returns, and a hung peer becomes an error, not a hang.
+//   On NCCL "waits" means stream order (work queued after the call sees the result) and the
+//   bound is torch's watchdog: a host wait per collective would sync every training step.
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -88,7 +90,15 @@ int each(Group* g, const at::Tensor* const* ts, int n, Start start) {
     works.push_back(start(one));
   }
   for (auto& w : works) {
-    w->wait(g->timeout);
+    if (g->nccl) {
+      // NCCL's wait with a timeout blocks this thread until the kernel has run: a host sync per
+      // collective. Without one it only orders the current stream after the collective; the
+      // group's timeout is then enforced by torch's NCCL watchdog, which aborts the
+      // communicator (and, by default, the process) instead of hanging.
+      w->wait();
+    } else {
+      w->wait(g->timeout);
+    }
   }
   return 0;
 }

@@ -309,9 +309,21 @@ impl ProcessGroup {
             });
         }
 
+        self.stack_rows(local)
+    }
+
+    /// [`all_gather_rows`](Self::all_gather_rows) without the exchange of kinds and shapes
+    /// that comes first there (a collective and a read back to the host): for a hot path whose
+    /// ranks hold the same kind and shape by construction, such as a training step's exchange.
+    /// Ranks that disagree get a garbled result or a timeout, not [`DistError::Mismatch`].
+    pub fn stack_rows(&self, local: &Tensor) -> Result<Tensor> {
+        let tch = |source| DistError::Tensor {
+            op: "stack_rows",
+            source,
+        };
         let mut out_shape = vec![self.world as i64];
-        out_shape.extend(&shape);
-        let out = Tensor::f_zeros(out_shape, (kind, device)).map_err(tch)?;
+        out_shape.extend(local.size());
+        let out = Tensor::f_zeros(out_shape, (local.kind(), local.device())).map_err(tch)?;
         out.f_select(0, self.rank as i64)
             .and_then(|mut row| row.f_copy_(local))
             .map_err(tch)?;

@@ -211,8 +211,10 @@ impl DataParallel {
                 if used < capacity {
                     parts.push(Tensor::f_zeros([capacity - used], (kind, device))?);
                 }
+                // Every rank's row has `capacity` values of the buffers' kind by construction:
+                // no shape exchange (and no host read) in the step.
                 let row = Tensor::f_cat(&parts, 0)?;
-                let rows = self.group.all_gather_rows(&row)?;
+                let rows = self.group.stack_rows(&row)?;
                 let _guard = tch::no_grad_guard();
                 for (r, &share) in shares.iter().enumerate() {
                     let row = rows.f_select(0, r as i64)?;
