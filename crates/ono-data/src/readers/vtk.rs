@@ -1,5 +1,6 @@
 //! VTK files, the format OpenFOAM, FEniCS, deal.II and Abaqus post-processing write and ParaView
-//! opens: legacy `.vtk` (ASCII or binary) and serial XML `.vtu` / `.vtp` (inline, base64 or
+//! opens: legacy `.vtk` (ASCII; vtkio failed to re-read its own binary legacy export in our
+//! test, so binary legacy files are unproven) and serial XML `.vtu` / `.vtp` (inline, base64 or
 //! appended, raw or zlib-compressed), read with the `vtkio` crate. One file is one mesh: its
 //! points and its named point and cell arrays, all as float64, the pieces of a multi-piece file
 //! concatenated.
