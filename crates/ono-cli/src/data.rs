@@ -89,6 +89,55 @@ pub enum DataCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Import your own data as a dataset file for `ono train` and `ono compare`: VTK meshes
+    /// (.vtk, .vtu, .vtp; one sample per file, point or cell data) or arrays (.npy, .npz, .mat,
+    /// .h5, .safetensors, .pt; one sample per file or every sample along the first axis).
+    /// Samples of different sizes become padded point clouds, samples on one shared grid a grid;
+    /// what is not named is inferred, and said.
+    Import(ImportArgs),
+}
+
+/// `ono data import`'s arguments.
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// Files, or folders whose files are taken in name order.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// The dataset file to write (safetensors).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The arrays the model reads at each point, comma-separated (default: every array but
+    /// the targets and coordinates).
+    #[arg(long, value_delimiter = ',')]
+    pub inputs: Option<Vec<String>>,
+    /// The arrays the model learns to predict, comma-separated (default: the last array).
+    #[arg(long, value_delimiter = ',')]
+    pub targets: Option<Vec<String>>,
+    /// The coordinates: an array ((N, d), or (S, N, d) with samples along the first axis);
+    /// VTK: the mesh's points unless an array is named (`points` names them). Default: the
+    /// mesh's points; for arrays one named coords, coordinates, pos, positions, points, mesh,
+    /// xyz or grid, else the arrays' own grid on [0, 1].
+    #[arg(long)]
+    pub coords: Option<String>,
+    /// VTK: learn the cell data (positions: the cell centres).
+    #[arg(long, conflicts_with = "point_data")]
+    pub cell_data: bool,
+    /// VTK: learn the point data (the default unless the files have cell data only).
+    #[arg(long)]
+    pub point_data: bool,
+    /// Array files: `per-file` (each file one sample; the default for several files) or
+    /// `leading` (every array holds the samples along its first axis; the default for one file).
+    #[arg(long)]
+    pub samples: Option<String>,
+    /// The fraction of samples held out for testing.
+    #[arg(long, default_value_t = 0.2)]
+    pub test_fraction: f64,
+    /// The seed of the split.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Store float64 (default float32).
+    #[arg(long)]
+    pub float64: bool,
 }
 
 /// `ono data gen`'s arguments.
@@ -157,6 +206,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             data_info(&benchmark, data_dir, &opts)
         }
         DataCmd::Gen(args) => data_gen(&args),
+        DataCmd::Import(args) => data_import(args),
         DataCmd::Miniature {
             benchmark,
             out,
@@ -224,6 +274,66 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn data_import(a: ImportArgs) -> Result<()> {
+    use ono_data::import::{self, Association, ImportLayout, ImportOptions, SampleAxis};
+    let samples = match a.samples.as_deref() {
+        None => None,
+        Some("per-file") => Some(SampleAxis::PerFile),
+        Some("leading") => Some(SampleAxis::Leading),
+        Some(other) => anyhow::bail!("--samples: `{other}` is not per-file or leading"),
+    };
+    let o = ImportOptions {
+        inputs: a.inputs,
+        targets: a.targets,
+        coords: a.coords,
+        association: match (a.cell_data, a.point_data) {
+            (true, _) => Some(Association::Cell),
+            (_, true) => Some(Association::Point),
+            _ => None,
+        },
+        samples,
+        test_fraction: a.test_fraction,
+        seed: a.seed,
+        kind: if a.float64 { Kind::Double } else { Kind::Float },
+    };
+    let im = import::import(&a.paths, &o)?;
+    for line in &im.inferred {
+        eprintln!("inferred {line}");
+    }
+    import::write(&im, &a.out)?;
+    let m = &im.manifest;
+    let fields = |f: &[import::Field]| -> String {
+        f.iter()
+            .map(|f| format!("{} ({})", f.name, f.components))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let layout = match &m.layout {
+        ImportLayout::Grid { shape, .. } => format!("grid {shape:?}"),
+        ImportLayout::PointCloud { ragged: true } => format!(
+            "point clouds of up to {} points",
+            im.dataset.train.points().max(im.dataset.test.points())
+        ),
+        ImportLayout::PointCloud { ragged: false } => {
+            format!("point clouds of {} points", im.dataset.train.points())
+        }
+    };
+    eprintln!(
+        "wrote {} train + {} test samples ({layout}; inputs {}; targets {}; {} coordinates) to {}",
+        m.train.len(),
+        m.test.len(),
+        if m.inputs.is_empty() {
+            "none".into()
+        } else {
+            fields(&m.inputs)
+        },
+        fields(&m.targets),
+        im.dataset.train.pos.size()[2],
+        a.out.display()
+    );
+    Ok(())
 }
 
 fn data_info(benchmark: &str, data_dir: Option<PathBuf>, opts: &LoadOptions) -> Result<()> {

@@ -603,6 +603,16 @@ impl TensorDataset {
 
     /// Writes the dataset atomically ([`write_tensors_atomic`]).
     pub fn write(&self, path: &Path) -> Result<()> {
+        self.write_with_metadata(path, &Default::default())
+    }
+
+    /// Writes the dataset atomically with string `metadata` in the file's header (what
+    /// [`ono_io::safetensors::read_metadata`] returns).
+    pub fn write_with_metadata(
+        &self,
+        path: &Path,
+        metadata: &std::collections::HashMap<String, String>,
+    ) -> Result<()> {
         self.validate()?;
         let mut named: Vec<(String, Tensor)> = Vec::new();
         for (s, split) in [("train", &self.train), ("test", &self.test)] {
@@ -637,7 +647,8 @@ impl TensorDataset {
                 named.push((k.into(), Tensor::from_slice(g)));
             }
         }
-        write_tensors_atomic(path, &named)
+        let refs = named.iter().map(|(n, t)| (n.as_str(), t));
+        Ok(ono_io::safetensors::write(path, refs, metadata)?)
     }
 }
 

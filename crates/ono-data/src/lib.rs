@@ -10,6 +10,7 @@ pub mod benchmarks;
 pub mod dataset;
 mod error;
 pub mod gnot;
+pub mod import;
 pub mod normalizer;
 pub mod point_cloud;
 pub mod readers;

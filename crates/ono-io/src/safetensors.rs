@@ -125,6 +125,38 @@ pub fn write<'a>(
     })
 }
 
+/// The header of a safetensors file is at most this long (the safetensors crate's own limit).
+const MAX_HEADER: u64 = 100 << 20;
+
+/// The string metadata (`__metadata__`) of the safetensors file at `path`, reading its header
+/// only; empty when it has none. A file too short for its header, or whose header is not JSON
+/// of strings, is an [`Error::Format`].
+pub fn read_metadata(path: &Path) -> Result<HashMap<String, String>> {
+    use std::io::Read;
+    let fail = |msg: String| Error::format(path, msg);
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let mut len = [0u8; 8];
+    file.read_exact(&mut len)
+        .map_err(|_| fail("too short for a safetensors header".into()))?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_HEADER || len > size.saturating_sub(8) {
+        return Err(fail(format!(
+            "a header of {len} bytes does not fit this file of {size} bytes"
+        )));
+    }
+    let mut header = vec![0u8; len as usize];
+    file.read_exact(&mut header)
+        .map_err(|e| Error::io(path, e))?;
+    let json: serde_json::Value = serde_json::from_slice(&header)
+        .map_err(|e| fail(format!("its header is not JSON: {e}")))?;
+    match json.get("__metadata__") {
+        None => Ok(HashMap::new()),
+        Some(m) => serde_json::from_value(m.clone())
+            .map_err(|e| fail(format!("its metadata are not strings: {e}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +181,7 @@ mod tests {
         let st = ::safetensors::SafeTensors::deserialize(&bytes).unwrap();
         let (_, m) = ::safetensors::SafeTensors::read_metadata(&bytes).unwrap();
         assert_eq!(m.metadata().as_ref().unwrap()["k"], "v");
+        assert_eq!(read_metadata(&path).unwrap()["k"], "v");
         let a_back = st.tensor("a").unwrap();
         assert_eq!(a_back.shape(), [3]);
         let vals: Vec<f64> = a_back

@@ -15,7 +15,7 @@
 
 use std::path::{Path, PathBuf};
 
-use vtkio::model::{Attribute, DataSet, IOBuffer, Piece};
+use vtkio::model::{Attribute, DataSet, IOBuffer, Piece, VertexNumbers};
 
 use crate::{Error, Result};
 
@@ -47,6 +47,9 @@ pub struct Mesh {
     pub cell_data: Vec<MeshArray>,
     /// Cells in the file (0 for a point cloud of vertices only).
     pub cells: usize,
+    /// (cells, 3) cell centres, row-major: the mean of each cell's points (where cell data
+    /// live when a model is trained on them).
+    pub cell_centres: Vec<f64>,
 }
 
 impl Mesh {
@@ -58,6 +61,11 @@ impl Mesh {
     /// The point array `name`, if there is one.
     pub fn point_array(&self, name: &str) -> Option<&MeshArray> {
         self.point_data.iter().find(|a| a.name == name)
+    }
+
+    /// The cell array `name`, if there is one.
+    pub fn cell_array(&self, name: &str) -> Option<&MeshArray> {
+        self.cell_data.iter().find(|a| a.name == name)
     }
 
     /// The coordinate axes that vary over the points (a 2-D mesh written with z = 0 has two).
@@ -96,23 +104,31 @@ pub fn read_mesh(path: &Path) -> Result<Mesh> {
         point_data: Vec::new(),
         cell_data: Vec::new(),
         cells: 0,
+        cell_centres: Vec::new(),
     };
     match vtk.data {
         DataSet::UnstructuredGrid { pieces, .. } => {
             for piece in pieces {
                 let p = inline(piece, path)?;
-                let cells = p.cells.types.len();
-                add_piece(&mut mesh, p.points, cells, p.data, path)?;
+                if p.cells.types.len() != p.cells.cell_verts.num_cells() {
+                    return Err(format(format!(
+                        "{} cell types for {} cells",
+                        p.cells.types.len(),
+                        p.cells.cell_verts.num_cells()
+                    )));
+                }
+                add_piece(&mut mesh, p.points, &[&p.cells.cell_verts], p.data, path)?;
             }
         }
         DataSet::PolyData { pieces, .. } => {
             for piece in pieces {
                 let p = inline(piece, path)?;
-                let cells = [&p.verts, &p.lines, &p.polys, &p.strips]
-                    .iter()
-                    .map(|c| c.as_ref().map_or(0, |c| c.num_cells()))
-                    .sum();
-                add_piece(&mut mesh, p.points, cells, p.data, path)?;
+                // VTK numbers poly data cells verts first, then lines, polygons, strips.
+                let cells: Vec<&VertexNumbers> = [&p.verts, &p.lines, &p.polys, &p.strips]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                add_piece(&mut mesh, p.points, &cells, p.data, path)?;
             }
         }
         other => {
@@ -127,6 +143,109 @@ pub fn read_mesh(path: &Path) -> Result<Mesh> {
         return Err(format("the mesh has no points".into()));
     }
     Ok(mesh)
+}
+
+/// Writes the mesh of the VTK file `source` with `point` and `cell` arrays added (each spans
+/// the whole mesh, pieces in order, as [`read_mesh`] numbers points and cells; an array of the
+/// same name as one of the file's is replaced) as a serial XML file: `dest` with the extension
+/// `vtu` for an unstructured grid or `vtp` for poly data, whatever the source's format. Written
+/// atomically; returns the path written. The mesh is read again from `source`, so the cells
+/// and every array of the file are kept as they were.
+pub fn write_mesh_with(
+    source: &Path,
+    dest: &Path,
+    point: &[MeshArray],
+    cell: &[MeshArray],
+) -> Result<PathBuf> {
+    let format = |msg: String| Error::Format {
+        path: source.to_path_buf(),
+        msg,
+    };
+    let parsed = std::panic::catch_unwind(|| vtkio::Vtk::import(source))
+        .map_err(|_| format("the VTK parser failed on this file (malformed)".into()))?;
+    let mut vtk = parsed.map_err(|e| format(format!("not a readable VTK file: {e}")))?;
+    vtk.load_all_pieces()
+        .map_err(|e| format(format!("its pieces cannot be loaded: {e}")))?;
+    // Each piece gets its rows of every array: (points so far, cells so far).
+    let mut at = (0usize, 0usize);
+    let mut add = |data: &mut vtkio::model::Attributes, n: usize, c: usize| -> Result<()> {
+        for (arrays, into, start, len, what) in [
+            (point, &mut data.point, at.0, n, "point"),
+            (cell, &mut data.cell, at.1, c, "cell"),
+        ] {
+            for a in arrays {
+                let k = a.components.max(1);
+                let rows = a.values.get(start * k..(start + len) * k).ok_or_else(|| {
+                    format(format!(
+                        "{what} array `{}` has {} tuples, fewer than the mesh's {what}s",
+                        a.name,
+                        a.tuples()
+                    ))
+                })?;
+                into.retain(|old| !matches!(old, Attribute::DataArray(d) if d.name == a.name));
+                into.push(Attribute::DataArray(vtkio::model::DataArray {
+                    name: a.name.clone(),
+                    elem: match k {
+                        1 => vtkio::model::ElementType::Scalars {
+                            num_comp: 1,
+                            lookup_table: None,
+                        },
+                        3 => vtkio::model::ElementType::Vectors,
+                        k => vtkio::model::ElementType::Generic(k as u32),
+                    },
+                    data: rows.to_vec().into(),
+                }));
+            }
+        }
+        at = (at.0 + n, at.1 + c);
+        Ok(())
+    };
+    let ext = match &mut vtk.data {
+        DataSet::UnstructuredGrid { pieces, .. } => {
+            for piece in pieces.iter_mut() {
+                if let Piece::Inline(p) = piece {
+                    let (n, c) = (p.points.len() / 3, p.cells.types.len());
+                    add(&mut p.data, n, c)?;
+                }
+            }
+            "vtu"
+        }
+        DataSet::PolyData { pieces, .. } => {
+            for piece in pieces.iter_mut() {
+                if let Piece::Inline(p) = piece {
+                    let (n, c) = (p.points.len() / 3, p.num_cells());
+                    add(&mut p.data, n, c)?;
+                }
+            }
+            "vtp"
+        }
+        other => {
+            return Err(format(format!(
+                "a {} data set: only unstructured grids and poly data are written",
+                kind_name(other)
+            )))
+        }
+    };
+    for (arrays, total, what) in [(point, at.0, "point"), (cell, at.1, "cell")] {
+        if let Some(a) = arrays.iter().find(|a| a.tuples() != total) {
+            return Err(format(format!(
+                "{what} array `{}` has {} tuples, the mesh has {total} {what}s",
+                a.name,
+                a.tuples()
+            )));
+        }
+    }
+    // The XML writer takes the model's version as the file's; legacy numbers mean nothing there.
+    vtk.version = vtkio::model::Version::new((1, 0));
+    vtk.file_path = None;
+    let mut bytes = Vec::new();
+    vtk.write_xml(&mut bytes).map_err(|e| Error::Format {
+        path: dest.to_path_buf(),
+        msg: format!("cannot be written as VTK XML: {e}"),
+    })?;
+    let out = dest.with_extension(ext);
+    ono_io::atomic::write_atomic(&out, &bytes)?;
+    Ok(out)
 }
 
 fn kind_name(d: &DataSet) -> &'static str {
@@ -150,12 +269,12 @@ fn inline<P>(piece: Piece<P>, path: &Path) -> Result<P> {
     }
 }
 
-/// Appends one piece: its points and its arrays, which must match the arrays of earlier pieces
-/// by name and components.
+/// Appends one piece: its points, the centres of its cells (`cells`, in VTK's order) and its
+/// arrays, which must match the arrays of earlier pieces by name and components.
 fn add_piece(
     mesh: &mut Mesh,
     points: IOBuffer,
-    cells: usize,
+    cells: &[&VertexNumbers],
     data: vtkio::model::Attributes,
     path: &Path,
 ) -> Result<()> {
@@ -172,8 +291,14 @@ fn add_piece(
     }
     let n = pts.len() / 3;
     let first = mesh.points.is_empty() && mesh.cells == 0;
+    let mut centres = Vec::new();
+    for c in cells {
+        cell_centres(c, &pts, &mut centres).map_err(format)?;
+    }
+    let cells = centres.len() / 3;
     mesh.points.extend(pts);
     mesh.cells += cells;
+    mesh.cell_centres.extend(centres);
     for (attrs, tuples, into, what) in [
         (data.point, n, &mut mesh.point_data, "point"),
         (data.cell, cells, &mut mesh.cell_data, "cell"),
@@ -219,6 +344,67 @@ fn add_piece(
                         array.name
                     )))
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends the centre of every cell of `cells` (the mean of its points in `pts`, (N, 3)
+/// row-major) to `out`. Indices are checked: a hostile file gets a message, not a panic (vtkio's
+/// own conversion between the two layouts asserts).
+fn cell_centres(
+    cells: &VertexNumbers,
+    pts: &[f64],
+    out: &mut Vec<f64>,
+) -> std::result::Result<(), String> {
+    let n = pts.len() / 3;
+    let mut add = |ids: &mut dyn Iterator<Item = u64>| -> std::result::Result<(), String> {
+        let (mut sum, mut k) = ([0.0f64; 3], 0usize);
+        for i in ids {
+            let i = usize::try_from(i)
+                .ok()
+                .filter(|&i| i < n)
+                .ok_or_else(|| format!("a cell refers to point {i} of a piece of {n} points"))?;
+            for (s, v) in sum.iter_mut().zip(&pts[3 * i..3 * i + 3]) {
+                *s += v;
+            }
+            k += 1;
+        }
+        let k = k.max(1) as f64;
+        out.extend(sum.map(|s| s / k));
+        Ok(())
+    };
+    match cells {
+        VertexNumbers::Legacy {
+            num_cells,
+            vertices,
+        } => {
+            let mut at = 0usize;
+            for _ in 0..*num_cells {
+                let len = *vertices
+                    .get(at)
+                    .ok_or("the cell list ends before its last cell")?
+                    as usize;
+                let ids = vertices
+                    .get(at + 1..at + 1 + len)
+                    .ok_or("a cell's point list runs past the end of the cell list")?;
+                add(&mut ids.iter().map(|&i| u64::from(i)))?;
+                at += 1 + len;
+            }
+        }
+        VertexNumbers::XML {
+            connectivity,
+            offsets,
+        } => {
+            let mut start = 0usize;
+            for &end in offsets {
+                let end = usize::try_from(end).unwrap_or(usize::MAX);
+                let ids = connectivity
+                    .get(start..end)
+                    .ok_or("the cell offsets do not fit the connectivity")?;
+                add(&mut ids.iter().copied())?;
+                start = end;
             }
         }
     }
@@ -334,6 +520,58 @@ mod tests {
             assert_eq!(u.components, 3, "VTK vectors have three components");
             assert_eq!(u.values[6], 3.5);
             assert_eq!(m.cell_data[0].values, vec![7.0, 9.0]);
+        }
+    }
+
+    #[test]
+    fn cell_centres_and_written_arrays() {
+        let dir = scratch("write");
+        for name in ["m.vtu", "m.vtk"] {
+            let path = dir.join(name);
+            match name.ends_with(".vtk") {
+                true => two_triangles().export_ascii(&path).unwrap(),
+                false => two_triangles().export(&path).unwrap(),
+            }
+            let m = read_mesh(&path).unwrap();
+            let third = 1.0 / 3.0;
+            let want = [third, third, 0.0, 2.0 * third, 2.0 * third, 0.0];
+            assert_eq!(m.cell_centres.len(), 6);
+            for (a, b) in m.cell_centres.iter().zip(want) {
+                assert!((a - b).abs() < 1e-15, "{:?}", m.cell_centres);
+            }
+            let array = |name: &str, components, values: Vec<f64>| MeshArray {
+                name: name.into(),
+                components,
+                values,
+            };
+            let pred = array("prediction", 2, (0..8).map(f64::from).collect());
+            let replaced = array("a", 1, vec![9.0; 4]);
+            let per_cell = array("c", 1, vec![5.0, 6.0]);
+            let out = write_mesh_with(
+                &path,
+                &dir.join(format!("out-{name}")),
+                &[pred.clone(), replaced.clone()],
+                std::slice::from_ref(&per_cell),
+            )
+            .unwrap();
+            assert_eq!(out.extension().unwrap(), "vtu", "{name}");
+            let back = read_mesh(&out).unwrap();
+            assert_eq!((&back.points, back.cells), (&m.points, 2));
+            assert_eq!(back.point_array("prediction"), Some(&pred));
+            assert_eq!(back.point_array("a"), Some(&replaced));
+            assert_eq!(
+                back.point_data.len(),
+                3,
+                "a replaced, u kept, prediction added"
+            );
+            assert_eq!(back.point_array("u"), m.point_array("u"));
+            assert_eq!(back.cell_array("c"), Some(&per_cell));
+            assert_eq!(back.cell_array("k"), m.cell_array("k"));
+            // An array of the wrong length is refused, naming it; nothing is written.
+            let short = array("short", 1, vec![1.0; 3]);
+            let e = write_mesh_with(&path, &dir.join("never"), &[short], &[]).unwrap_err();
+            assert!(e.to_string().contains("`short`"), "{e}");
+            assert!(!dir.join("never.vtu").exists());
         }
     }
 
