@@ -89,6 +89,29 @@ pub enum DataCmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Darcy flow (as `ono data darcy`) sampled on a random triangulation of the unit square per
+    /// sample and written as VTU files, one per sample, each with its own number of points:
+    /// the example data of docs/data.md, "Your own data".
+    DarcyVtu {
+        /// Samples (files).
+        #[arg(long, default_value_t = 40)]
+        n: usize,
+        /// The solver's grid K (K×K cell centres).
+        #[arg(long, default_value_t = 33)]
+        res: usize,
+        /// The fewest points of a sample's mesh.
+        #[arg(long, default_value_t = 200)]
+        min_points: usize,
+        /// The most points of a sample's mesh.
+        #[arg(long, default_value_t = 300)]
+        max_points: usize,
+        /// Seed; sample i depends only on (seed, i).
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// The folder to write into.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Import your own data as a dataset file for `ono train` and `ono compare`: VTK meshes
     /// (.vtk, .vtu, .vtp; one sample per file, point or cell data) or arrays (.npy, .npz, .mat,
     /// .h5, .safetensors, .pt; one sample per file or every sample along the first axis).
@@ -207,6 +230,39 @@ pub fn run(cmd: DataCmd) -> Result<()> {
         }
         DataCmd::Gen(args) => data_gen(&args),
         DataCmd::Import(args) => data_import(args),
+        DataCmd::DarcyVtu {
+            n,
+            res,
+            min_points,
+            max_points,
+            seed,
+            out,
+        } => {
+            anyhow::ensure!(n >= 2, "--n must be at least 2");
+            let cfg = ono_pde::darcy_flow::DarcyConfig {
+                resolution: res,
+                ..Default::default()
+            };
+            let start = std::time::Instant::now();
+            let bar = progress_bar(n as u64, "darcy");
+            // The solver's split is only a numbering here (sample i depends on (seed, i)): every
+            // sample becomes a file, and `ono data import` makes the split.
+            let grid = cfg
+                .dataset_with_progress(n - n / 2, n / 2, seed, 1, |done, _| bar.set(done as u64))?;
+            bar.finish();
+            let m = ono_data::example_meshes::write_vtu_samples(
+                &grid, &out, min_points, max_points, seed,
+            )?;
+            eprintln!(
+                "wrote {} Darcy samples on their own triangulations ({} to {} points; point data `a` the coefficient, `u` the solution) to {} in {:.1} s",
+                m.files.len(),
+                m.points.0,
+                m.points.1,
+                out.display(),
+                start.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
         DataCmd::Miniature {
             benchmark,
             out,

@@ -2,6 +2,7 @@
 
 mod bench;
 mod check;
+mod compare;
 mod data;
 mod eval;
 mod figures;
@@ -74,16 +75,26 @@ enum Cmd {
         batch: i64,
     },
     /// Predict with a training checkpoint: reads `fx` (S, N, Cf) and `pos` (1 or S, N, d) from a
-    /// safetensors file, writes `pred` to another.
+    /// safetensors file, writes `pred` to another; or predicts the samples of a dataset made by
+    /// `ono data import` and writes each on its own mesh (`--format vtu`, for ParaView) or as
+    /// NumPy (`--format npz`) into the `--output` folder.
     Predict {
         /// A checkpoint written by `ono train`.
         checkpoint: PathBuf,
-        /// Input safetensors file with `fx` and `pos` (raw, un-normalized values).
+        /// Input safetensors file with `fx` and `pos` (raw, un-normalized values), or a dataset
+        /// file written by `ono data import`.
         #[arg(long)]
         input: PathBuf,
-        /// Output safetensors file; gets `pred` (S, N, C) or (S, N, C, T).
+        /// Output file (`pred` (S, N, C) or (S, N, C, T)); for an imported dataset with
+        /// `--format npz` or `vtu`, a folder with one file per sample.
         #[arg(long)]
         output: PathBuf,
+        /// safetensors, npz or vtu (VTK XML: `.vtu`, or `.vtp` for poly data).
+        #[arg(long, value_enum, default_value = "safetensors")]
+        format: predict::Format,
+        /// The samples of an imported dataset to predict: test, train or all.
+        #[arg(long, value_enum, default_value = "test")]
+        split: predict::SplitChoice,
         /// Time steps to predict for a time-series model.
         #[arg(long, default_value_t = 10)]
         steps: i64,
@@ -186,6 +197,11 @@ enum Cmd {
     /// experiments are skipped, interrupted ones resume (`cargo xtask reproduce` builds and runs
     /// this).
     Reproduce(reproduce::Options),
+    /// Compare operators on one dataset file (yours, from `ono data import`): each chosen
+    /// model trains with its recipe for data of this kind (a 2-D grid: Darcy's; point clouds:
+    /// Elasticity's), one budget for all, then report.md and summary.json. Finished models are
+    /// skipped, interrupted ones resume; a model that cannot take the data is refused, saying why.
+    Compare(compare::Options),
 }
 
 fn main() -> ExitCode {
@@ -196,7 +212,13 @@ fn main() -> ExitCode {
         Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("Error: {e:?}");
-            ExitCode::from(2)
+            // An architecture that cannot take this data, whatever the run: `ono compare` reports
+            // it as a refusal, not a failure.
+            let refused = e.chain().any(|c| {
+                c.downcast_ref::<ono_train::Error>()
+                    .is_some_and(|t| t.refused_input().is_some())
+            });
+            ExitCode::from(if refused { compare::REFUSED_EXIT } else { 2 })
         }
     }
 }
@@ -226,7 +248,11 @@ fn dispatch(command: Cmd) -> Result<bool> {
             steps,
             batch,
             device,
-        } => predict::run(checkpoint, input, output, steps, batch, &device)?,
+            format,
+            split,
+        } => predict::run(
+            checkpoint, input, output, steps, batch, &device, format, split,
+        )?,
         Cmd::Data(cmd) => data::run(cmd)?,
         Cmd::CheckReference {
             weights,
@@ -276,6 +302,7 @@ fn dispatch(command: Cmd) -> Result<bool> {
             threads,
         } => bench::run_train(&config, steps, warmup, device, threads)?,
         Cmd::Reproduce(options) => return reproduce::run(options),
+        Cmd::Compare(options) => return compare::run(options),
     }
     Ok(true)
 }

@@ -1,9 +1,14 @@
-//! `ono predict`: a checkpoint's predictions for the inputs of a safetensors file.
+//! `ono predict`: a checkpoint's predictions for the inputs of a safetensors file, or for the
+//! samples of a dataset imported by `ono data import`, written back on each sample's own mesh
+//! (VTK XML, to open in ParaView) or as NumPy archives.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use ono_data::array::{ArrayData, NamedArray};
+use ono_data::import::ImportManifest;
+use ono_data::readers::vtk::MeshArray;
 use ono_train::{Predictor, Regime};
 use tch::{Device, Kind, Tensor};
 
@@ -15,6 +20,7 @@ use crate::device;
 /// padding), global parameters `theta` (S, n_θ) and input functions on their own points (`f0`,
 /// `f1`, … (S, L_j, c_j) with optional `f0.lengths`, …) are predicted `batch` samples per pass,
 /// as the model was trained (an unmasked GNOT depends on its batches).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     checkpoint: PathBuf,
     input: PathBuf,
@@ -22,8 +28,34 @@ pub fn run(
     steps: i64,
     batch: i64,
     dev: &str,
+    format: Format,
+    split: SplitChoice,
 ) -> Result<()> {
     let dev = device(dev)?;
+    // A dataset of `ono data import` carries how to put each sample back on its mesh.
+    if let Ok(Some(manifest)) = ono_data::import::read_manifest(&input) {
+        let (p, state) = Predictor::from_checkpoint(&checkpoint, dev)?;
+        // No more samples per forward pass than in training: a model trained a sample at a
+        // time (no padding mask) predicts so too.
+        let trained = (state.config.batch_size.max(1) as u64).div_ceil(state.micro_batches.max(1));
+        let batch = batch.min(trained as i64);
+        let fx_as_function = state.config.data.fx_as_function;
+        return imported(
+            &p,
+            &input,
+            &manifest,
+            &output,
+            batch,
+            format,
+            split,
+            fx_as_function,
+        );
+    }
+    anyhow::ensure!(
+        format != Format::Vtu,
+        "--format vtu: {} is not a dataset of `ono data import`, so it has no meshes to write on",
+        input.display()
+    );
     let (p, _) = Predictor::from_checkpoint(&checkpoint, dev)?;
     let named: HashMap<String, Tensor> = Tensor::read_safetensors(&input)
         .with_context(|| format!("{}: not a readable safetensors file", input.display()))?
@@ -78,7 +110,7 @@ pub fn run(
             .validate("input")
             .with_context(|| format!("{}: not a valid set of samples", input.display()))?;
         let pred = p.predict_samples(&split, batch)?;
-        return write_pred(&output, &pred);
+        return write_pred(&output, &pred, format);
     }
     let mut pos = get("pos")?;
     if pos.dim() == 3 && pos.size()[0] == 1 && fx.dim() == 3 {
@@ -125,18 +157,267 @@ pub fn run(
         grid.as_deref(),
         query.as_ref().map(|q| (q, query_grid.as_deref())),
     )?;
-    write_pred(&output, &pred)
+    write_pred(&output, &pred, format)
 }
 
-/// Writes `pred` to `output` (safetensors, atomically).
-fn write_pred(output: &std::path::Path, pred: &Tensor) -> Result<()> {
-    ono_data::dataset::write_tensors_atomic(
-        output,
-        &[(
-            "pred".to_string(),
-            pred.f_to_device(Device::Cpu)?.f_contiguous()?,
-        )],
-    )?;
+/// What `ono predict` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One safetensors file with `pred`.
+    Safetensors,
+    /// NumPy: one `.npz` per sample of an imported dataset (`<field>_prediction`, `_target`,
+    /// `_error`, `coords`), else one `.npz` with `pred`.
+    Npz,
+    /// One VTK XML file per sample of an imported VTK dataset: its mesh with
+    /// `<field>_prediction`, `_target` and `_error` added as point (or cell) data.
+    Vtu,
+}
+
+/// Which samples of an imported dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SplitChoice {
+    Test,
+    Train,
+    All,
+}
+
+/// Writes `pred` to `output` (safetensors or npz, atomically).
+fn write_pred(output: &Path, pred: &Tensor, format: Format) -> Result<()> {
+    let pred = pred.f_to_device(Device::Cpu)?.f_contiguous()?;
+    match format {
+        Format::Npz => {
+            let a = named_array("pred", &pred)?;
+            ono_data::readers::npy::write_npz(output, &[a])?;
+        }
+        _ => ono_data::dataset::write_tensors_atomic(
+            output,
+            &[("pred".to_string(), pred.shallow_clone())],
+        )?,
+    }
     eprintln!("wrote pred {:?} to {}", pred.size(), output.display());
+    Ok(())
+}
+
+/// A tensor as a float64 NumPy array of its shape.
+fn named_array(name: &str, t: &Tensor) -> Result<NamedArray> {
+    let shape = t.size().iter().map(|&d| d as usize).collect();
+    let values = Vec::<f64>::try_from(t.f_to_kind(Kind::Double)?.f_reshape([-1])?)?;
+    Ok(NamedArray::new(name, shape, ArrayData::F64(values))?)
+}
+
+/// The predictions for the samples of an imported dataset, one file per sample in `out`
+/// (created), named after the sample's source (`format` npz or vtu), or one safetensors file.
+/// Prints one JSON line: the samples, their files and relative L2 errors, and the mean.
+#[allow(clippy::too_many_arguments)]
+fn imported(
+    p: &Predictor,
+    input: &Path,
+    m: &ImportManifest,
+    out: &Path,
+    batch: i64,
+    format: Format,
+    which: SplitChoice,
+    fx_as_function: bool,
+) -> Result<()> {
+    use ono_data::import::{Association, ImportLayout, SourceFormat};
+    anyhow::ensure!(
+        p.regime == Regime::Steady,
+        "{}: an imported dataset is steady; this checkpoint is a time-series model",
+        input.display()
+    );
+    anyhow::ensure!(
+        format != Format::Vtu || m.format == SourceFormat::Vtk,
+        "--format vtu: the samples of {} came from array files, which have no mesh; use --format npz",
+        input.display()
+    );
+    let mut ds = ono_data::dataset::TensorDataset::read(input)?;
+    // Presented to the model as it was trained (GNOT takes the input at the points as an input
+    // function on its own points).
+    if fx_as_function {
+        ds = ono_train::data_source::fx_as_function(ds)?;
+    }
+    let mut parts: Vec<(&ono_data::dataset::Split, &[ono_data::import::SampleRef])> = Vec::new();
+    if matches!(which, SplitChoice::Train | SplitChoice::All) {
+        parts.push((&ds.train, &m.train));
+    }
+    if matches!(which, SplitChoice::Test | SplitChoice::All) {
+        parts.push((&ds.test, &m.test));
+    }
+    let order = match &m.layout {
+        ImportLayout::Grid { order, .. } => order.clone(),
+        ImportLayout::PointCloud { .. } => None,
+    };
+    let mut preds: Vec<(
+        Tensor,
+        &ono_data::dataset::Split,
+        &[ono_data::import::SampleRef],
+    )> = Vec::new();
+    for (split, refs) in parts {
+        anyhow::ensure!(
+            split.len() as usize == refs.len(),
+            "{}: {} samples but its manifest names {}",
+            input.display(),
+            split.len(),
+            refs.len()
+        );
+        let pred = match &ds.grid {
+            Some(g) => {
+                let mut out = Vec::new();
+                for start in (0..split.len()).step_by(batch.max(1) as usize) {
+                    let n = batch.max(1).min(split.len() - start);
+                    let fx = split.fx.f_narrow(0, start, n)?;
+                    let pos = if split.pos.size()[0] == 1 {
+                        split.pos.f_expand([n, -1, -1], false)?
+                    } else {
+                        split.pos.f_narrow(0, start, n)?
+                    };
+                    let dev = p.model.device();
+                    let (fx, pos) = (
+                        fx.f_to_device(dev)?.f_to_kind(p.kind())?,
+                        pos.f_to_device(dev)?.f_to_kind(p.kind())?,
+                    );
+                    out.push(
+                        p.predict(&pos, &fx, 0, Some(g), None)?
+                            .f_to_device(Device::Cpu)?,
+                    );
+                }
+                Tensor::f_cat(&out, 0)?
+            }
+            None => p.predict_samples(split, batch)?.f_to_device(Device::Cpu)?,
+        };
+        preds.push((pred.f_to_kind(Kind::Double)?, split, refs));
+    }
+    if format == Format::Safetensors {
+        let all: Vec<Tensor> = preds.iter().map(|p| p.0.shallow_clone()).collect();
+        let n = all.iter().map(|t| t.size()[1]).max().unwrap_or(0);
+        let padded: Vec<Tensor> = all
+            .iter()
+            .map(|t| t.f_constant_pad_nd([0, 0, 0, n - t.size()[1]]))
+            .collect::<Result<_, _>>()?;
+        return write_pred(out, &Tensor::f_cat(&padded, 0)?, format);
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let refs: Vec<&ono_data::import::SampleRef> =
+        preds.iter().flat_map(|(_, _, r)| r.iter()).collect();
+    let mut names: Vec<String> = refs.iter().map(|r| r.stem()).collect();
+    let mut seen = std::collections::HashSet::new();
+    if !names.iter().all(|n| seen.insert(n.clone())) {
+        // Two sources of one name (in different folders): numbered, in output order.
+        names = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{i:04}-{n}"))
+            .collect();
+    }
+    let mut report = Vec::new();
+    let mut k = 0usize;
+    for (pred, split, refs) in &preds {
+        let target = split.y.f_to_kind(Kind::Double)?;
+        for (b, r) in refs.iter().enumerate() {
+            let name = &names[k];
+            k += 1;
+            let n = split.lengths.as_ref().map_or(split.points(), |l| l[b]);
+            let rows = |t: &Tensor| -> Result<Vec<f64>> {
+                let c = t.size()[2];
+                let v =
+                    Vec::<f64>::try_from(t.f_get(b as i64)?.f_narrow(0, 0, n)?.f_reshape([-1])?)?;
+                // Back to the files' order of points.
+                Ok(match &order {
+                    None => v,
+                    Some(order) => {
+                        let c = c as usize;
+                        let mut back = vec![0.0; v.len()];
+                        for (kk, &i) in order.iter().enumerate() {
+                            back[i * c..(i + 1) * c].copy_from_slice(&v[kk * c..(kk + 1) * c]);
+                        }
+                        back
+                    }
+                })
+            };
+            let (pv, tv) = (rows(pred)?, rows(&target)?);
+            let err: Vec<f64> = pv.iter().zip(&tv).map(|(a, b)| a - b).collect();
+            let rel = (err.iter().map(|e| e * e).sum::<f64>()
+                / tv.iter().map(|t| t * t).sum::<f64>())
+            .sqrt();
+            // Per target field: its columns of the concatenated channels.
+            let c: usize = m.targets.iter().map(|f| f.components).sum();
+            let mut arrays = Vec::new();
+            let mut col = 0usize;
+            for f in &m.targets {
+                let cols = |v: &[f64]| -> Vec<f64> {
+                    v.chunks(c)
+                        .flat_map(|row| row[col..col + f.components].iter().copied())
+                        .collect()
+                };
+                for (suffix, v) in [("prediction", &pv), ("target", &tv), ("error", &err)] {
+                    arrays.push(MeshArray {
+                        name: format!("{}_{suffix}", f.name),
+                        components: f.components,
+                        values: cols(v),
+                    });
+                }
+                col += f.components;
+            }
+            let file = match format {
+                Format::Vtu => {
+                    let (point, cell) = match m.association {
+                        Association::Point => (&arrays[..], &[][..]),
+                        Association::Cell => (&[][..], &arrays[..]),
+                    };
+                    ono_data::readers::vtk::write_mesh_with(&r.file, &out.join(name), point, cell)?
+                }
+                _ => {
+                    let mut named: Vec<NamedArray> = arrays
+                        .iter()
+                        .map(|a| {
+                            NamedArray::new(
+                                a.name.clone(),
+                                vec![a.tuples(), a.components],
+                                ArrayData::F64(a.values.clone()),
+                            )
+                        })
+                        .collect::<Result<_, _>>()?;
+                    let pos = split.pos.f_get(if split.pos.size()[0] == 1 {
+                        0
+                    } else {
+                        b as i64
+                    })?;
+                    let pos = pos.f_narrow(0, 0, n)?.f_unsqueeze(0)?;
+                    let mut coords = named_array("coords", &pos)?;
+                    coords.shape.remove(0);
+                    if let Some(order) = &order {
+                        let d = coords.shape[1];
+                        let v = coords.data.to_f64();
+                        let mut back = vec![0.0; v.len()];
+                        for (kk, &i) in order.iter().enumerate() {
+                            back[i * d..(i + 1) * d].copy_from_slice(&v[kk * d..(kk + 1) * d]);
+                        }
+                        coords.data = ArrayData::F64(back);
+                    }
+                    named.push(coords);
+                    let file = out.join(format!("{name}.npz"));
+                    ono_data::readers::npy::write_npz(&file, &named)?;
+                    file
+                }
+            };
+            report.push(serde_json::json!({
+                "source": r.file, "output": file, "points": n, "rel_l2": rel,
+            }));
+        }
+    }
+    let mean = report
+        .iter()
+        .filter_map(|r| r["rel_l2"].as_f64())
+        .sum::<f64>()
+        / report.len().max(1) as f64;
+    println!(
+        "{}",
+        serde_json::json!({ "samples": report.len(), "mean_rel_l2": mean, "files": report })
+    );
+    eprintln!(
+        "wrote {} predictions to {} (mean relative L2 {mean:.4e})",
+        report.len(),
+        out.display()
+    );
     Ok(())
 }

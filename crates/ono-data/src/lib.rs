@@ -9,6 +9,7 @@ pub mod array;
 pub mod benchmarks;
 pub mod dataset;
 mod error;
+pub mod example_meshes;
 pub mod gnot;
 pub mod import;
 pub mod normalizer;

@@ -200,7 +200,7 @@ fn first_train_steps(
 
 /// `data.fx_as_function`: each split's input function at the points becomes an input function on
 /// its own points with rows (x, f(x)), in front of the others; `fx` keeps no channel.
-fn fx_as_function(mut ds: TensorDataset) -> Result<TensorDataset> {
+pub fn fx_as_function(mut ds: TensorDataset) -> Result<TensorDataset> {
     for split in [&mut ds.train, &mut ds.test] {
         let s = split.fx.size()[0];
         if split.fx.size()[2] == 0 {

@@ -120,6 +120,19 @@ pub enum Error {
 
 impl Error {
     /// An [`Error::Io`] for `path`.
+    /// The architecture's refusal of an input part (a padding mask, query points, …) when this
+    /// error is one, or wraps one: the run cannot train on these data with this architecture,
+    /// whatever its settings.
+    pub fn refused_input(&self) -> Option<&ono_models::Error> {
+        match self {
+            Error::Models(e @ ono_models::Error::Unsupported { .. }) => Some(e),
+            Error::Invalid { source, .. }
+            | Error::Step { source, .. }
+            | Error::CheckpointFile { source, .. } => source.refused_input(),
+            _ => None,
+        }
+    }
+
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),

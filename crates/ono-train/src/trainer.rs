@@ -884,7 +884,9 @@ impl Trainer {
             &self.test,
             self.regime,
             self.test_grid.as_deref(),
-            self.cfg.batch_size,
+            // Samples per forward pass as in training: a model trained a micro-batch at a time
+            // (samples of different sizes and no padding mask) is evaluated so too.
+            (self.cfg.batch_size.max(1) as u64).div_ceil(self.micro_batches.max(1)) as i64,
             self.test_steps,
         )
     }

@@ -4,11 +4,11 @@
 //! [`findings`] judges them), `summary.json` and the plots.
 
 mod budget;
-mod execute;
+pub(crate) mod execute;
 mod findings;
 mod jobs;
 mod paper;
-mod plan;
+pub(crate) mod plan;
 mod report;
 mod values;
 
@@ -572,7 +572,7 @@ pub fn clock(s: f64) -> String {
 }
 
 /// The CPU model and core count, and the torch build.
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -590,7 +590,7 @@ fn machine() -> String {
 }
 
 /// The source commit: `ONO_COMMIT` (set by `cargo xtask reproduce`), else git's HEAD here.
-fn commit() -> String {
+pub(crate) fn commit() -> String {
     if let Ok(c) = std::env::var("ONO_COMMIT") {
         if !c.is_empty() {
             return c;

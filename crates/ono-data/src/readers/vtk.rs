@@ -183,17 +183,10 @@ pub fn write_mesh_with(
                     ))
                 })?;
                 into.retain(|old| !matches!(old, Attribute::DataArray(d) if d.name == a.name));
-                into.push(Attribute::DataArray(vtkio::model::DataArray {
+                into.push(data_array(&MeshArray {
                     name: a.name.clone(),
-                    elem: match k {
-                        1 => vtkio::model::ElementType::Scalars {
-                            num_comp: 1,
-                            lookup_table: None,
-                        },
-                        3 => vtkio::model::ElementType::Vectors,
-                        k => vtkio::model::ElementType::Generic(k as u32),
-                    },
-                    data: rows.to_vec().into(),
+                    components: k,
+                    values: rows.to_vec(),
                 }));
             }
         }
@@ -246,6 +239,77 @@ pub fn write_mesh_with(
     let out = dest.with_extension(ext);
     ono_io::atomic::write_atomic(&out, &bytes)?;
     Ok(out)
+}
+
+/// Writes a triangle mesh as a VTK XML unstructured grid (`.vtu`), atomically: `points` (N, 3)
+/// row-major, `triangles` three point indices each, and point arrays over the N points.
+pub fn write_triangles(
+    path: &Path,
+    points: &[f64],
+    triangles: &[[usize; 3]],
+    point: &[MeshArray],
+) -> Result<()> {
+    let n = points.len() / 3;
+    let bad = |msg: String| Error::Format {
+        path: path.to_path_buf(),
+        msg,
+    };
+    if !points.len().is_multiple_of(3) || triangles.iter().flatten().any(|&i| i >= n) {
+        return Err(bad(
+            "points are not (x, y, z) triples, or a triangle refers past them".into(),
+        ));
+    }
+    if let Some(a) = point
+        .iter()
+        .find(|a| a.tuples() != n || a.values.len() % a.components.max(1) != 0)
+    {
+        return Err(bad(format!(
+            "point array `{}` does not have {n} tuples",
+            a.name
+        )));
+    }
+    let piece = vtkio::model::UnstructuredGridPiece {
+        points: points.to_vec().into(),
+        cells: vtkio::model::Cells {
+            cell_verts: VertexNumbers::XML {
+                connectivity: triangles.iter().flatten().map(|&i| i as u64).collect(),
+                offsets: (1..=triangles.len() as u64).map(|k| 3 * k).collect(),
+            },
+            types: vec![vtkio::model::CellType::Triangle; triangles.len()],
+        },
+        data: vtkio::model::Attributes {
+            point: point.iter().map(data_array).collect(),
+            cell: Vec::new(),
+        },
+    };
+    let vtk = vtkio::Vtk {
+        version: vtkio::model::Version::new((1, 0)),
+        title: String::new(),
+        byte_order: vtkio::model::ByteOrder::LittleEndian,
+        data: DataSet::inline(piece),
+        file_path: None,
+    };
+    let mut bytes = Vec::new();
+    vtk.write_xml(&mut bytes)
+        .map_err(|e| bad(format!("cannot be written as VTK XML: {e}")))?;
+    ono_io::atomic::write_atomic(path, &bytes)?;
+    Ok(())
+}
+
+/// A mesh array as a VTK data array (scalars, 3-vectors, or generic tuples).
+fn data_array(a: &MeshArray) -> Attribute {
+    Attribute::DataArray(vtkio::model::DataArray {
+        name: a.name.clone(),
+        elem: match a.components {
+            1 => vtkio::model::ElementType::Scalars {
+                num_comp: 1,
+                lookup_table: None,
+            },
+            3 => vtkio::model::ElementType::Vectors,
+            k => vtkio::model::ElementType::Generic(k as u32),
+        },
+        data: a.values.clone().into(),
+    })
 }
 
 fn kind_name(d: &DataSet) -> &'static str {

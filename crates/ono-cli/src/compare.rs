@@ -1,0 +1,554 @@
+//! `ono compare`: every chosen operator trained on one dataset file (yours, from `ono data
+//! import`, or any other) with its own recipe adapted to the data's kind, one budget for all,
+//! and a report. Built on `reproduce`'s machinery: each model is an experiment in its own
+//! folder (a finished one is skipped, an interrupted one resumes), and its result is
+//! `reproduce`'s outcome.
+//!
+//! The recipe of a model is its committed base experiment of the paper's benchmark of the same
+//! kind: Darcy's for a 2-D grid, Elasticity's for point clouds (`experiments/`, as `reproduce`
+//! reads them), with the data, the epochs and the batch (at most the training samples) changed.
+//! Before training, a few batches are timed in a process of their own (`ono bench-train`): the
+//! time per batch and peak memory of the report, and a first forward pass that lets an
+//! architecture refuse the data (a padding mask it cannot take, …) by its own words.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+use ono_train::bench_train::BatchReport;
+use ono_train::config::TrainConfig;
+
+use crate::reproduce::execute::{self, Outcome, Status};
+use crate::reproduce::plan::{self, Experiment, Task, Work};
+use crate::reproduce::Context;
+
+/// The exit status of `ono` for a run whose architecture refuses its data.
+pub const REFUSED_EXIT: u8 = 3;
+
+/// The command's options.
+#[derive(clap::Args)]
+pub struct Options {
+    /// The dataset file (from `ono data import`, `ono data darcy`, …).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// The models, comma-separated (fno, galerkin, geofno, ufno, ffno, lsm, gnot, ono,
+    /// transolver); default: all.
+    #[arg(long, value_delimiter = ',')]
+    pub models: Option<Vec<String>>,
+    /// Epochs per model.
+    #[arg(long, conflicts_with = "minutes")]
+    pub epochs: Option<u64>,
+    /// Training time per model, in minutes: its epochs from its own timed batches (at least
+    /// one; kept by later calls so that a resumed run is the same run).
+    #[arg(long)]
+    pub minutes: Option<f64>,
+    /// Where results go (default: results/compare).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// Torch intra-op threads (default: libtorch's).
+    #[arg(long)]
+    pub threads: Option<i32>,
+    /// The seed of every run.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// What became of one model.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum Entry {
+    /// Trained (or failed while training): `reproduce`'s outcome and the timed batches.
+    Run {
+        model: String,
+        outcome: Box<Outcome>,
+        bench: Option<BatchReport>,
+        epochs: u64,
+    },
+    /// Not trained, and why.
+    Refused { model: String, why: String },
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub data: PathBuf,
+    pub kind: String,
+    pub machine: String,
+    pub device: String,
+    pub commit: String,
+    pub finished: String,
+    pub entries: Vec<Entry>,
+}
+
+/// A model's timed batches and the micro-batching they were timed with (`bench.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Timed {
+    accumulate_steps: u64,
+    report: BatchReport,
+}
+
+/// The budget a model was given, kept in its folder (`budget.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Budget {
+    minutes: Option<f64>,
+    epochs: u64,
+}
+
+/// Runs the comparison; `Ok(false)` when a model failed.
+pub fn run(o: Options) -> Result<bool> {
+    crate::device(&o.device)?;
+    if let Some(n) = o.threads {
+        anyhow::ensure!(n > 0, "--threads must be positive");
+        tch::set_num_threads(n);
+    }
+    if let Some(m) = o.minutes {
+        anyhow::ensure!(m > 0.0 && m.is_finite(), "--minutes must be positive");
+    }
+    anyhow::ensure!(o.epochs != Some(0), "--epochs must be at least 1");
+    let data = o
+        .data
+        .canonicalize()
+        .with_context(|| format!("--data: {}", o.data.display()))?;
+    let ds = ono_data::dataset::TensorDataset::read(&data)?;
+    let kind = DataKind::of(&ds);
+    let ntrain = ds.train.len();
+    drop(ds);
+    let models = match &o.models {
+        Some(m) => m.clone(),
+        None => plan::MODELS.iter().map(|m| m.to_string()).collect(),
+    };
+    if let Some(m) = models.iter().find(|m| !plan::MODELS.contains(&m.as_str())) {
+        anyhow::bail!("--models: `{m}` is not one of {}", plan::MODELS.join(", "));
+    }
+    let out = o
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join("compare"));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let out = out.canonicalize()?;
+    let ctx = Context {
+        exe: std::env::current_exe().context("finding the ono binary")?,
+        device: o.device.clone(),
+        threads: o.threads,
+        machine: crate::reproduce::machine(),
+        commit: crate::reproduce::commit(),
+        quiet: false,
+        eval_batch: 4,
+        rehearsal: false,
+        reference: None,
+        nproc_per_node: None,
+    };
+    eprintln!(
+        "{}: {}, {ntrain} training samples",
+        data.display(),
+        kind.describe()
+    );
+    let mut entries = Vec::new();
+    for (i, model) in models.iter().enumerate() {
+        let label = format!("[{}/{}] {model}", i + 1, models.len());
+        let cfg = match recipe(model, &kind, &data, ntrain, o.seed)? {
+            Ok(cfg) => cfg,
+            Err(why) => {
+                eprintln!("{label}: refused: {why}");
+                entries.push(Entry::Refused {
+                    model: model.clone(),
+                    why,
+                });
+                continue;
+            }
+        };
+        let dir = out.join(model);
+        let ragged = matches!(kind, DataKind::Points { ragged: true, .. });
+        let entry = run_model(
+            model,
+            cfg,
+            &dir,
+            (o.epochs, o.minutes),
+            ragged,
+            &ctx,
+            &label,
+        )?;
+        entries.push(entry);
+    }
+    let failed = entries.iter().any(
+        |e| matches!(e, Entry::Run { outcome, .. } if matches!(outcome.status, Status::Failed(_))),
+    );
+    let summary = Summary {
+        data,
+        kind: kind.describe(),
+        machine: ctx.machine.clone(),
+        device: ctx.device.clone(),
+        commit: ctx.commit.clone(),
+        finished: crate::reproduce::utc_now(),
+        entries,
+    };
+    execute::write_json(&out.join("summary.json"), &summary)?;
+    let md = report(&summary, &out);
+    ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
+    eprintln!("report: {}", out.join("report.md").display());
+    Ok(!failed)
+}
+
+/// The kind of a dataset, which decides the recipes.
+#[derive(Debug, Clone, PartialEq)]
+enum DataKind {
+    /// A regular grid of this shape.
+    Grid(Vec<i64>),
+    /// Point clouds; `ragged` when the samples differ in size.
+    Points { ragged: bool, max: i64 },
+}
+
+impl DataKind {
+    fn of(ds: &ono_data::dataset::TensorDataset) -> Self {
+        match &ds.grid {
+            Some(g) => DataKind::Grid(g.clone()),
+            None => DataKind::Points {
+                ragged: ds.train.lengths.is_some() || ds.test.lengths.is_some(),
+                max: ds.train.points().max(ds.test.points()),
+            },
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            DataKind::Grid(g) => format!("a grid {g:?}"),
+            DataKind::Points { ragged: true, max } => {
+                format!("point clouds of different sizes (up to {max} points)")
+            }
+            DataKind::Points { ragged: false, max } => format!("point clouds of {max} points"),
+        }
+    }
+}
+
+/// The experiment of `model` on the data, or why it has none.
+fn recipe(
+    model: &str,
+    kind: &DataKind,
+    data: &Path,
+    ntrain: i64,
+    seed: u64,
+) -> Result<std::result::Result<TrainConfig, String>> {
+    let task = match kind {
+        DataKind::Grid(g) if g.len() == 2 => Task::Darcy,
+        DataKind::Grid(g) => {
+            return Ok(Err(format!(
+                "the recipes here are for 2-D grids and point clouds; this grid is {}-D",
+                g.len()
+            )))
+        }
+        DataKind::Points { .. } => Task::Elasticity,
+    };
+    let why = match (model, task) {
+        ("fno", Task::Elasticity) => Some(
+            "FNO's spectral layers are FFTs over a regular grid, and these data are point clouds (Geo-FNO and the attention models take them)",
+        ),
+        ("geofno", Task::Darcy) => Some(
+            "on a regular grid Geo-FNO is FNO (the paper's tables reuse FNO's runs): see the fno row",
+        ),
+        ("galerkin", Task::Darcy) => Some(
+            "its Darcy recipe reads a fine grid beside the training one (its derivative targets), which a dataset file does not carry",
+        ),
+        ("galerkin", Task::Elasticity) => Some(
+            "the Galerkin Transformer has no point-cloud recipe (its papers train it on grids only)",
+        ),
+        _ => None,
+    };
+    if let Some(why) = why {
+        return Ok(Err(why.to_string()));
+    }
+    let Some(mut cfg) = plan::base(model, task)? else {
+        return Ok(Err(format!(
+            "no committed recipe for {model} on {}",
+            task.key()
+        )));
+    };
+    let benchmark = cfg.data.parsed_benchmark()?;
+    let recipe = benchmark.map(|b| ono_train::recipe::recipe(b, cfg.data.layout));
+    let d = &mut cfg.data;
+    d.path = Some(data.to_path_buf());
+    d.benchmark = None;
+    d.data_dir = None;
+    d.r = None;
+    d.ntrain = None;
+    d.ntest = None;
+    if let Some(r) = &recipe {
+        d.normalize_x = d.normalize_x.or(Some(r.normalize_x));
+        d.normalize_y = d.normalize_y.or(Some(r.normalize_y));
+        cfg.loss.kind = cfg.loss.kind.or(Some(r.loss));
+    }
+    // Darcy's derivative term is about Darcy's solution, not these data.
+    cfg.loss.derivative_alpha = Some(0.0);
+    // Geo-FNO's point-cloud model takes the coordinates alone.
+    if model == "geofno" && matches!(kind, DataKind::Points { .. }) {
+        let ds = ono_data::dataset::TensorDataset::read(data)?;
+        if ds.train.fx.size()[2] > 0 {
+            return Ok(Err(
+                "Geo-FNO's point-cloud model (Elasticity's) takes the coordinates alone, and these data have input arrays at the points".to_string(),
+            ));
+        }
+    }
+    cfg.batch_size = cfg.batch_size.min(ntrain);
+    cfg.seed = seed;
+    cfg.output_dir = PathBuf::from(".");
+    Ok(Ok(cfg))
+}
+
+/// Times, then trains `model` in `dir` (skipping a finished run, resuming an interrupted one).
+fn run_model(
+    model: &str,
+    mut cfg: TrainConfig,
+    dir: &Path,
+    (epochs, minutes): (Option<u64>, Option<f64>),
+    ragged: bool,
+    ctx: &Context,
+    label: &str,
+) -> Result<Entry> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let _lock = ono_io::lock::FileLock::acquire(&dir.join(".lock"), &ono_io::lock::this_process())?;
+    // The timed batches first: a model that refuses the data stops here.
+    cfg.epochs = 1;
+    let bench_path = dir.join("bench.json");
+    let bench = match std::fs::read_to_string(&bench_path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Timed>(&t).ok())
+    {
+        Some(t) => {
+            cfg.accumulate_steps = t.accumulate_steps;
+            t.report
+        }
+        None => {
+            let mut result = timed(&mut cfg, dir, ctx)?;
+            // An architecture without padding masks still trains on samples of different sizes
+            // one sample at a time: micro-batches of one (no padding) accumulated into the
+            // recipe's batch give the padded batch's gradients.
+            if matches!(result, Err(Refusal::Refused(_)))
+                && ragged
+                && cfg.batch_size > 1
+                && cfg.accumulate_steps <= 1
+            {
+                cfg.accumulate_steps = cfg.batch_size as u64;
+                eprintln!(
+                    "{label}: it takes no padding mask; its batches of {} run one sample at a time (accumulate_steps = {})",
+                    cfg.batch_size, cfg.accumulate_steps
+                );
+                result = timed(&mut cfg, dir, ctx)?;
+            }
+            match result {
+                Ok(b) => {
+                    let t = Timed {
+                        accumulate_steps: cfg.accumulate_steps,
+                        report: b,
+                    };
+                    execute::write_json(&bench_path, &t)?;
+                    t.report
+                }
+                Err(Refusal::Refused(why)) => {
+                    eprintln!("{label}: refused: {why}");
+                    return Ok(Entry::Refused {
+                        model: model.into(),
+                        why,
+                    });
+                }
+                Err(Refusal::Failed(why)) => {
+                    eprintln!("{label}: FAILED before training: {why}");
+                    let e = experiment(model, &cfg);
+                    let mut outcome = Outcome::new(&e, ctx);
+                    outcome.status = Status::Failed(why);
+                    return Ok(Entry::Run {
+                        model: model.into(),
+                        outcome: Box::new(outcome),
+                        bench: None,
+                        epochs: 0,
+                    });
+                }
+            }
+        }
+    };
+    let budget_path = dir.join("budget.json");
+    let kept = std::fs::read_to_string(&budget_path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Budget>(&t).ok())
+        .filter(|b| b.minutes.is_some() && b.minutes == minutes);
+    let budget = match (kept, minutes) {
+        (Some(b), _) => b,
+        (None, Some(m)) => {
+            let ds = ono_data::dataset::TensorDataset::read(
+                cfg.data.path.as_deref().unwrap_or(Path::new("")),
+            )?;
+            let batches = (ds.train.len() as u64)
+                .div_ceil(bench.batch.max(1) as u64)
+                .max(1);
+            let per_epoch = bench.median_s * batches as f64;
+            Budget {
+                minutes,
+                epochs: ((m * 60.0 / per_epoch.max(1e-9)).floor() as u64).max(1),
+            }
+        }
+        (None, None) => Budget {
+            minutes: None,
+            epochs: epochs.unwrap_or(10),
+        },
+    };
+    execute::write_json(&budget_path, &budget)?;
+    cfg.epochs = budget.epochs;
+    let e = experiment(model, &cfg);
+    let mut outcome = match execute::finished(dir, &e) {
+        Some(o) => {
+            eprintln!(
+                "{label}: done before ({:.4e})",
+                o.test_rel_l2.unwrap_or(f64::NAN)
+            );
+            o
+        }
+        None => {
+            eprintln!("{label}: {} epochs", budget.epochs);
+            let o = execute::run(&e, dir, ctx);
+            match &o.status {
+                Status::Done => eprintln!(
+                    "{label}: test relative L2 {:.4e} in {:.0} s",
+                    o.test_rel_l2.unwrap_or(f64::NAN),
+                    o.wall_s
+                ),
+                Status::Failed(m) | Status::MissingData(m) => eprintln!("{label}: FAILED: {m}"),
+            }
+            o
+        }
+    };
+    outcome.params = Some(bench.params);
+    outcome.step_s = Some(bench.median_s);
+    outcome.peak_mb = bench.peak_rss_mb;
+    Ok(Entry::Run {
+        model: model.into(),
+        outcome: Box::new(outcome),
+        bench: Some(bench),
+        epochs: budget.epochs,
+    })
+}
+
+/// The timed batches of `cfg` (its file written to `dir/timing`).
+fn timed(
+    cfg: &mut TrainConfig,
+    dir: &Path,
+    ctx: &Context,
+) -> Result<std::result::Result<BatchReport, Refusal>> {
+    let file = execute::write_experiment(&dir.join("timing"), &execute::as_run(cfg, ctx))?;
+    bench_train(&file, ctx)
+}
+
+fn experiment(model: &str, cfg: &TrainConfig) -> Experiment {
+    Experiment {
+        id: model.to_string(),
+        model: model.to_string(),
+        work: Work::Train {
+            config: Box::new(cfg.clone()),
+            strides: Vec::new(),
+            test_resolutions: Vec::new(),
+        },
+        data_note: String::new(),
+        replicate_of: None,
+    }
+}
+
+enum Refusal {
+    Refused(String),
+    Failed(String),
+}
+
+/// `ono bench-train FILE` in a process of its own: its peak memory is this model's alone.
+fn bench_train(file: &Path, ctx: &Context) -> Result<std::result::Result<BatchReport, Refusal>> {
+    let mut cmd = Command::new(&ctx.exe);
+    cmd.env("RUST_BACKTRACE", "0")
+        .arg("bench-train")
+        .arg(file)
+        .args(["--steps", "2", "--warmup", "1"]);
+    let out = cmd
+        .output()
+        .with_context(|| format!("starting {}", ctx.exe.display()))?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The root cause: the last line of anyhow's chain (`Caused by: … N: cause`).
+    let last = err
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(|l| {
+            let l = l.trim_start_matches("Error: ");
+            match l.split_once(": ") {
+                Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest.to_string(),
+                _ => l.to_string(),
+            }
+        })
+        .unwrap_or_default();
+    Ok(match out.status.code() {
+        Some(0) => Ok(
+            serde_json::from_slice(&out.stdout).context("bench-train printed no report line")?
+        ),
+        Some(c) if c == i32::from(REFUSED_EXIT) => Err(Refusal::Refused(last)),
+        _ => Err(Refusal::Failed(format!("bench-train: {last}"))),
+    })
+}
+
+/// `report.md`: one row per model.
+fn report(s: &Summary, out: &Path) -> String {
+    let mut md = format!(
+        "# Comparison on {}\n\nData: {} ({}). Machine: {}, device {}. Commit {}. Finished {}.\n\n\
+         Each model trains with its committed recipe for the paper's benchmark of this kind \
+         (`experiments/`), the same budget for all; errors are the test split's relative L2 \
+         of the last epoch's checkpoint, the mean field is the error of predicting the training \
+         targets' mean. Time per batch and peak memory are from `ono bench-train` in a process \
+         of its own.\n\n\
+         | model | test rel. L2 | mean field | epochs | parameters | s / batch | peak MB | wall | curves |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
+        s.data.display(),
+        s.data.display(),
+        s.kind,
+        s.machine,
+        s.device,
+        s.commit,
+        s.finished
+    );
+    let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("–".into(), f);
+    for e in &s.entries {
+        match e {
+            Entry::Run {
+                model,
+                outcome,
+                epochs,
+                ..
+            } => {
+                let err = match &outcome.status {
+                    Status::Done => num(outcome.test_rel_l2, &|v| format!("{v:.4e}")),
+                    Status::Failed(m) | Status::MissingData(m) => {
+                        format!("failed: {}", m.replace('|', "/").replace('\n', " "))
+                    }
+                };
+                let curves = out.join(model).join("curves.png");
+                md.push_str(&format!(
+                    "| {} | {err} | {} | {epochs} | {} | {} | {} | {} | {} |\n",
+                    plan::model_label(model),
+                    num(outcome.mean_field, &|v| format!("{v:.4e}")),
+                    outcome.params.map_or("–".into(), |p| p.to_string()),
+                    num(outcome.step_s, &|v| format!("{v:.3}")),
+                    num(outcome.peak_mb, &|v| format!("{v:.0}")),
+                    crate::reproduce::clock(outcome.wall_s),
+                    if curves.is_file() {
+                        format!("[curves]({model}/curves.png), [panels]({model}/panels.png)")
+                    } else {
+                        "–".into()
+                    }
+                ));
+            }
+            Entry::Refused { model, why } => md.push_str(&format!(
+                "| {} | refused: {} | | | | | | | |\n",
+                plan::model_label(model),
+                why.replace('|', "/")
+            )),
+        }
+    }
+    md
+}

@@ -1,0 +1,154 @@
+//! Your own data, end to end, as docs/data.md walks through it: VTU files of different point
+//! counts (`ono data darcy-vtu`), `ono data import`, `ono compare` of two point-cloud models for
+//! one epoch, and `ono predict` back on the meshes (`--format vtu`) and as NumPy (`--format
+//! npz`): the VTU files read back with the same crate hold exactly the NumPy prediction, and the
+//! targets and points of the sample's own file.
+
+mod common;
+
+use std::path::Path;
+
+use ono_data::readers::npy::read_npz;
+use ono_data::readers::vtk::read_mesh;
+
+use common::{json, ok, ono, temp_dir};
+
+fn run(args: &[&str]) -> String {
+    ok(&ono().args(args).output().unwrap())
+}
+
+#[test]
+fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
+    let dir = temp_dir("own-data");
+    let p = |s: &str| dir.join(s).display().to_string();
+    run(&[
+        "data",
+        "darcy-vtu",
+        "--n",
+        "10",
+        "--res",
+        "17",
+        "--min-points",
+        "40",
+        "--max-points",
+        "70",
+        "--out",
+        &p("meshes"),
+    ]);
+    run(&[
+        "data",
+        "import",
+        &p("meshes"),
+        "--out",
+        &p("set.safetensors"),
+    ]);
+    let out = ono()
+        .args([
+            "compare",
+            "--data",
+            &p("set.safetensors"),
+            "--models",
+            "gnot,transolver,fno",
+        ])
+        .args(["--epochs", "1", "--out", &p("compare")])
+        .output()
+        .unwrap();
+    ok(&out);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("compare/summary.json")).unwrap())
+            .unwrap();
+    let entries = summary["entries"].as_array().unwrap();
+    let error = |model: &str| -> f64 {
+        let e = entries.iter().find(|e| e["model"] == model).unwrap();
+        assert_eq!(e["result"], "run", "{e}");
+        assert_eq!(e["outcome"]["status"], "done", "{e}");
+        e["outcome"]["test_rel_l2"].as_f64().unwrap()
+    };
+    let (gnot, transolver) = (error("gnot"), error("transolver"));
+    assert!(gnot.is_finite() && transolver.is_finite());
+    let fno = entries.iter().find(|e| e["model"] == "fno").unwrap();
+    assert_eq!(fno["result"], "refused");
+    assert!(
+        fno["why"].as_str().unwrap().contains("regular grid"),
+        "{fno}"
+    );
+    let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
+    for row in ["| GNOT | ", "| Transolver", "| FNO | refused: "] {
+        assert!(report.contains(row), "no {row} in\n{report}");
+    }
+    // A second call finds both runs finished and trains nothing.
+    let again = ono()
+        .args([
+            "compare",
+            "--data",
+            &p("set.safetensors"),
+            "--models",
+            "gnot,transolver",
+        ])
+        .args(["--epochs", "1", "--out", &p("compare")])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&again.stderr);
+    assert!(log.matches("done before").count() == 2, "{log}");
+
+    let ckpt = p("compare/gnot/checkpoints/last.safetensors");
+    let predicted = |format: &str| -> serde_json::Value {
+        let out = ono()
+            .args([
+                "predict",
+                &ckpt,
+                "--input",
+                &p("set.safetensors"),
+                "--output",
+                &p(format),
+            ])
+            .args(["--format", format, "--batch", "1000"])
+            .output()
+            .unwrap();
+        json(&out)
+    };
+    let (vtu, npz) = (predicted("vtu"), predicted("npz"));
+    // The mean over the test samples is the test error the run reported.
+    let mean = npz["mean_rel_l2"].as_f64().unwrap();
+    assert!((mean - gnot).abs() <= 1e-5 * gnot, "{mean} vs {gnot}");
+    assert_eq!(vtu["samples"], npz["samples"]);
+    let files = vtu["files"].as_array().unwrap();
+    assert_eq!(files.len(), 2, "round(10 × 0.2) test samples");
+    for (v, n) in files.iter().zip(npz["files"].as_array().unwrap()) {
+        let source = read_mesh(Path::new(v["source"].as_str().unwrap())).unwrap();
+        let back = read_mesh(Path::new(v["output"].as_str().unwrap())).unwrap();
+        let arrays = read_npz(Path::new(n["output"].as_str().unwrap()), None).unwrap();
+        let npy = |name: &str| {
+            arrays
+                .iter()
+                .find(|a| a.name == name)
+                .unwrap_or_else(|| panic!("no {name}"))
+                .data
+                .to_f64()
+        };
+        assert_eq!(back.points, source.points, "the sample's own mesh");
+        assert_eq!(back.cells, source.cells);
+        let prediction = &back.point_array("u_prediction").unwrap().values;
+        assert_eq!(
+            prediction,
+            &npy("u_prediction"),
+            "VTU and NumPy agree exactly"
+        );
+        let target = &back.point_array("u_target").unwrap().values;
+        let u = &source.point_array("u").unwrap().values;
+        // The target in the file's own point order (through the float32 dataset).
+        assert!(target
+            .iter()
+            .zip(u)
+            .all(|(a, b)| (a - b).abs() <= 1e-6 * b.abs().max(1e-3)));
+        let err = &back.point_array("u_error").unwrap().values;
+        assert!(err
+            .iter()
+            .zip(prediction.iter().zip(target))
+            .all(|(e, (p, t))| (e - (p - t)).abs() < 1e-12));
+        // The positions as the file has them (x, y of the planar mesh).
+        let coords = npy("coords");
+        let xy: Vec<f64> = source.points.chunks(3).flat_map(|q| [q[0], q[1]]).collect();
+        assert!(coords.iter().zip(&xy).all(|(a, b)| (a - b).abs() < 1e-6));
+    }
+}
