@@ -188,7 +188,14 @@ pub fn run(o: Options) -> Result<bool> {
         entries,
     };
     execute::write_json(&out.join("summary.json"), &summary)?;
-    let md = report(&summary, &out);
+    let mut md = report(&summary, &out);
+    match plot(&out, &summary.entries) {
+        Ok(Some(png)) => md.push_str(&format!(
+            "\n![test relative L2 per epoch of every trained model]({png})\n"
+        )),
+        Ok(None) => {}
+        Err(e) => eprintln!("compare.png: {e}"),
+    }
     ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
     eprintln!("report: {}", out.join("report.md").display());
     Ok(!failed)
@@ -491,6 +498,40 @@ fn bench_train(file: &Path, ctx: &Context) -> Result<std::result::Result<BatchRe
         Some(c) if c == i32::from(REFUSED_EXIT) => Err(Refusal::Refused(last)),
         _ => Err(Refusal::Failed(format!("bench-train: {last}"))),
     })
+}
+
+/// `compare.png`: the test error per epoch of every trained model, from its last checkpoint's
+/// history; `None` when no model has one.
+fn plot(out: &Path, entries: &[Entry]) -> Result<Option<String>> {
+    let mut series = Vec::new();
+    for e in entries {
+        let Entry::Run { model, .. } = e else {
+            continue;
+        };
+        let state = std::fs::read_to_string(out.join(model).join("checkpoints").join("last.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<ono_train::checkpoint::TrainState>(&t).ok());
+        if let Some(state) = state {
+            let points = state
+                .history
+                .iter()
+                .filter_map(|r| r.test_rel_l2.map(|v| ((r.epoch + 1) as f64, v)))
+                .collect();
+            series.push(ono_plot::Series::new(plan::model_label(model), points));
+        }
+    }
+    if series.is_empty() {
+        return Ok(None);
+    }
+    let name = "compare.png";
+    ono_plot::training_curves(
+        &out.join(name),
+        "test relative L2",
+        "epoch",
+        "relative L2",
+        &series,
+    )?;
+    Ok(Some(name.into()))
 }
 
 /// `report.md`: one row per model.

@@ -73,7 +73,8 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         "{fno}"
     );
     let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
-    for row in ["| GNOT | ", "| Transolver", "| FNO | refused: "] {
+    assert!(dir.join("compare/compare.png").is_file());
+    for row in ["| GNOT | ", "| Transolver", "| FNO | refused: ", "(compare.png)"] {
         assert!(report.contains(row), "no {row} in\n{report}");
     }
     // A second call finds both runs finished and trains nothing.

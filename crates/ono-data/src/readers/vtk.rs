@@ -80,24 +80,51 @@ impl Mesh {
     }
 }
 
+/// How a VTK file is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeshFormat {
+    /// Serial XML (`.vtu`, `.vtp`).
+    Xml,
+    /// Legacy (`.vtk`; binary ones big-endian, as VTK writes them).
+    Legacy,
+}
+
+impl MeshFormat {
+    /// The format of a file by its extension (`vtk`, `vtu`, `vtp`; any case).
+    pub fn of(path: &Path) -> Option<Self> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "vtk" => Some(MeshFormat::Legacy),
+            "vtu" | "vtp" => Some(MeshFormat::Xml),
+            _ => None,
+        }
+    }
+}
+
 /// Reads the mesh of a `.vtk`, `.vtu` or `.vtp` file.
 pub fn read_mesh(path: &Path) -> Result<Mesh> {
-    let format = |msg: String| Error::Format {
-        path: path.to_path_buf(),
-        msg,
-    };
     if !path.is_file() {
         return Err(Error::Io {
             path: path.to_path_buf(),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
         });
     }
-    // vtkio's parsers index freely; a hostile file must not take the process down.
-    let parsed = std::panic::catch_unwind(|| vtkio::Vtk::import(path))
-        .map_err(|_| format("the VTK parser failed on this file (malformed)".into()))?;
-    let mut vtk = parsed.map_err(|e| format(format!("not a readable VTK file: {e}")))?;
-    vtk.load_all_pieces()
-        .map_err(|e| format(format!("its pieces cannot be loaded: {e}")))?;
+    mesh_of(parse(path)?, path)
+}
+
+/// The mesh of a VTK file's bytes; `path` names it in errors. Every piece must be in the file
+/// itself: the pieces of parallel files (`.pvtu`) live in other files and are not read (a
+/// file's content never makes this reader open another path).
+pub fn parse_mesh(bytes: &[u8], format: MeshFormat, path: &Path) -> Result<Mesh> {
+    mesh_of(parse_bytes(bytes, format, path)?, path)
+}
+
+/// The mesh of vtkio's model of the file `path`.
+fn mesh_of(vtk: vtkio::Vtk, path: &Path) -> Result<Mesh> {
+    let format_error = |msg: String| Error::Format {
+        path: path.to_path_buf(),
+        msg,
+    };
     let mut mesh = Mesh {
         path: path.to_path_buf(),
         points: Vec::new(),
@@ -111,7 +138,7 @@ pub fn read_mesh(path: &Path) -> Result<Mesh> {
             for piece in pieces {
                 let p = inline(piece, path)?;
                 if p.cells.types.len() != p.cells.cell_verts.num_cells() {
-                    return Err(format(format!(
+                    return Err(format_error(format!(
                         "{} cell types for {} cells",
                         p.cells.types.len(),
                         p.cells.cell_verts.num_cells()
@@ -132,7 +159,7 @@ pub fn read_mesh(path: &Path) -> Result<Mesh> {
             }
         }
         other => {
-            return Err(format(format!(
+            return Err(format_error(format!(
                 "a {} data set: only unstructured grids and poly data are read (their points are \
                  explicit); save it as an unstructured grid (.vtu)",
                 kind_name(&other)
@@ -140,9 +167,37 @@ pub fn read_mesh(path: &Path) -> Result<Mesh> {
         }
     }
     if mesh.num_points() == 0 {
-        return Err(format("the mesh has no points".into()));
+        return Err(format_error("the mesh has no points".into()));
     }
     Ok(mesh)
+}
+
+/// vtkio's model of a VTK file's bytes.
+fn parse_bytes(bytes: &[u8], format: MeshFormat, path: &Path) -> Result<vtkio::Vtk> {
+    let format_error = |msg: String| Error::Format {
+        path: path.to_path_buf(),
+        msg,
+    };
+    // vtkio's parsers index freely; a hostile file must not take the process down.
+    let parsed = std::panic::catch_unwind(|| match format {
+        MeshFormat::Xml => vtkio::Vtk::parse_xml(bytes),
+        MeshFormat::Legacy => vtkio::Vtk::parse_legacy_be(bytes),
+    })
+    .map_err(|_| format_error("the VTK parser failed on this file (malformed)".into()))?;
+    parsed.map_err(|e| format_error(format!("not a readable VTK file: {e}")))
+}
+
+/// vtkio's model of the VTK file at `path` (its format by its extension).
+fn parse(path: &Path) -> Result<vtkio::Vtk> {
+    let format = MeshFormat::of(path).ok_or_else(|| Error::Format {
+        path: path.to_path_buf(),
+        msg: "not a VTK file by its extension (.vtk, .vtu or .vtp)".into(),
+    })?;
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_bytes(&bytes, format, path)
 }
 
 /// Writes the mesh of the VTK file `source` with `point` and `cell` arrays added (each spans
@@ -161,11 +216,7 @@ pub fn write_mesh_with(
         path: source.to_path_buf(),
         msg,
     };
-    let parsed = std::panic::catch_unwind(|| vtkio::Vtk::import(source))
-        .map_err(|_| format("the VTK parser failed on this file (malformed)".into()))?;
-    let mut vtk = parsed.map_err(|e| format(format!("not a readable VTK file: {e}")))?;
-    vtk.load_all_pieces()
-        .map_err(|e| format(format!("its pieces cannot be loaded: {e}")))?;
+    let mut vtk = parse(source)?;
     // Each piece gets its rows of every array: (points so far, cells so far).
     let mut at = (0usize, 0usize);
     let mut add = |data: &mut vtkio::model::Attributes, n: usize, c: usize| -> Result<()> {
@@ -328,7 +379,9 @@ fn inline<P>(piece: Piece<P>, path: &Path) -> Result<P> {
         Piece::Inline(p) => Ok(*p),
         _ => Err(Error::Format {
             path: path.to_path_buf(),
-            msg: "a piece stored in another file could not be loaded".into(),
+            msg: "a piece stored in another file (a parallel .pvtu or .pvtp file): not read; \
+                  write the mesh as one serial file"
+                .into(),
         }),
     }
 }
