@@ -74,7 +74,12 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
     );
     let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
     assert!(dir.join("compare/compare.png").is_file());
-    for row in ["| GNOT | ", "| Transolver", "| FNO | refused: ", "(compare.png)"] {
+    for row in [
+        "| GNOT | ",
+        "| Transolver",
+        "| FNO | refused: ",
+        "(compare.png)",
+    ] {
         assert!(report.contains(row), "no {row} in\n{report}");
     }
     // A second call finds both runs finished and trains nothing.
