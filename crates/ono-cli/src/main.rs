@@ -89,7 +89,7 @@ enum Cmd {
         /// `--format npz` or `vtu`, a folder with one file per sample.
         #[arg(long)]
         output: PathBuf,
-        /// safetensors, npz or vtu (VTK XML: `.vtu`, or `.vtp` for poly data).
+        /// safetensors, npz or vtu (VTK XML unstructured grids, for ParaView).
         #[arg(long, value_enum, default_value = "safetensors")]
         format: predict::Format,
         /// The samples of an imported dataset to predict: test, train or all.

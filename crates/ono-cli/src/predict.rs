@@ -168,7 +168,7 @@ pub enum Format {
     /// NumPy: one `.npz` per sample of an imported dataset (`<field>_prediction`, `_target`,
     /// `_error`, `coords`), else one `.npz` with `pred`.
     Npz,
-    /// One VTK XML file per sample of an imported VTK dataset: its mesh with
+    /// One `.vtu` file per sample of an imported VTK dataset: its mesh with
     /// `<field>_prediction`, `_target` and `_error` added as point (or cell) data.
     Vtu,
 }
