@@ -568,7 +568,12 @@ fn report(s: &Summary, out: &Path) -> String {
                         format!("failed: {}", m.replace('|', "/").replace('\n', " "))
                     }
                 };
-                let curves = out.join(model).join("curves.png");
+                let figure = |name: &str| {
+                    out.join(model)
+                        .join(name)
+                        .is_file()
+                        .then(|| format!("[{}]({model}/{name})", name.trim_end_matches(".png")))
+                };
                 md.push_str(&format!(
                     "| {} | {err} | {} | {epochs} | {} | {} | {} | {} | {} |\n",
                     plan::model_label(model),
@@ -577,10 +582,16 @@ fn report(s: &Summary, out: &Path) -> String {
                     num(outcome.step_s, &|v| format!("{v:.3}")),
                     num(outcome.peak_mb, &|v| format!("{v:.0}")),
                     crate::reproduce::clock(outcome.wall_s),
-                    if curves.is_file() {
-                        format!("[curves]({model}/curves.png), [panels]({model}/panels.png)")
-                    } else {
-                        "–".into()
+                    {
+                        let links: Vec<String> = ["curves.png", "panels.png"]
+                            .iter()
+                            .filter_map(|f| figure(f))
+                            .collect();
+                        if links.is_empty() {
+                            "–".into()
+                        } else {
+                            links.join(", ")
+                        }
                     }
                 ));
             }
