@@ -158,3 +158,59 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         assert!(coords.iter().zip(&xy).all(|(a, b)| (a - b).abs() < 1e-6));
     }
 }
+
+/// On a grid (a dataset file of `ono data darcy`) the FNO family trains, and the models without
+/// a recipe for the data say why.
+#[test]
+fn compare_on_a_grid_trains_fno_and_refuses_by_reason() {
+    let dir = temp_dir("own-grid");
+    let p = |s: &str| dir.join(s).display().to_string();
+    run(&[
+        "data",
+        "darcy",
+        "--n-train",
+        "8",
+        "--n-test",
+        "2",
+        "--res",
+        "17",
+        "--out",
+        &p("grid.safetensors"),
+    ]);
+    let out = ono()
+        .args([
+            "compare",
+            "--data",
+            &p("grid.safetensors"),
+            "--models",
+            "fno,geofno,galerkin",
+        ])
+        .args(["--epochs", "1", "--out", &p("compare")])
+        .output()
+        .unwrap();
+    ok(&out);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("compare/summary.json")).unwrap())
+            .unwrap();
+    let entry = |m: &str| {
+        summary["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["model"] == m)
+            .unwrap()
+            .clone()
+    };
+    let fno = entry("fno");
+    assert_eq!(fno["outcome"]["status"], "done", "{fno}");
+    assert!(fno["outcome"]["test_rel_l2"].as_f64().unwrap().is_finite());
+    assert!(
+        summary["kind"].as_str().unwrap().contains("grid [17, 17]"),
+        "{summary}"
+    );
+    for (m, why) in [("geofno", "Geo-FNO is FNO"), ("galerkin", "fine grid")] {
+        let e = entry(m);
+        assert_eq!(e["result"], "refused", "{e}");
+        assert!(e["why"].as_str().unwrap().contains(why), "{e}");
+    }
+}

@@ -187,17 +187,7 @@ pub fn loads(pickle: &[u8], path: &Path) -> Result<Value> {
 
 /// Runs `pickle` to its STOP and returns the object it builds, as a tree.
 pub(crate) fn unpickle(pickle: &[u8], persistent: &mut dyn Persistent) -> R<Value> {
-    let mut vm = Machine {
-        reader: Reader {
-            data: pickle,
-            pos: 0,
-        },
-        stack: Vec::new(),
-        marks: Vec::new(),
-        memo: HashMap::new(),
-        persistent,
-        filled: Vec::new(),
-    };
+    let mut vm = Machine::new(pickle, persistent);
     let root = vm.run()?;
     let tree = to_value(&root, 0, &mut 0);
     dispose(root);
@@ -611,6 +601,22 @@ impl Drop for Machine<'_, '_> {
                 _ => {}
             }
             dispose(c);
+        }
+    }
+}
+
+impl<'a, 'p> Machine<'a, 'p> {
+    fn new(pickle: &'a [u8], persistent: &'p mut dyn Persistent) -> Self {
+        Machine {
+            reader: Reader {
+                data: pickle,
+                pos: 0,
+            },
+            stack: Vec::new(),
+            marks: Vec::new(),
+            memo: HashMap::new(),
+            persistent,
+            filled: Vec::new(),
         }
     }
 }
@@ -1289,17 +1295,8 @@ mod tests {
             &b"\x80\x02}q\x00X\x01\x00\x00\x00kh\x00s."[..],
         ] {
             let weak = {
-                let mut vm = Machine {
-                    reader: Reader {
-                        data: pickle,
-                        pos: 0,
-                    },
-                    stack: Vec::new(),
-                    marks: Vec::new(),
-                    memo: HashMap::new(),
-                    persistent: &mut NoPersistent,
-                    filled: Vec::new(),
-                };
+                let mut none = NoPersistent;
+                let mut vm = Machine::new(pickle, &mut none);
                 let root = vm.run().unwrap();
                 let weak = match &root {
                     Obj::List(l) => WeakObj::List(Rc::downgrade(l)),
