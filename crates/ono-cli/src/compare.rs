@@ -114,10 +114,17 @@ pub fn run(o: Options) -> Result<bool> {
         .data
         .canonicalize()
         .with_context(|| format!("--data: {}", o.data.display()))?;
-    let ds = ono_data::dataset::TensorDataset::read(&data)?;
-    let kind = DataKind::of(&ds);
-    let ntrain = ds.train.len();
-    drop(ds);
+    // Read once: what decides the recipes and the budgets.
+    let facts = {
+        let ds = ono_data::dataset::TensorDataset::read(&data)?;
+        Facts {
+            path: data.clone(),
+            kind: DataKind::of(&ds),
+            ntrain: ds.train.len(),
+            inputs: ds.train.fx.size()[2],
+        }
+    };
+    let (kind, ntrain) = (&facts.kind, facts.ntrain);
     let models = match &o.models {
         Some(m) => m.clone(),
         None => plan::MODELS.iter().map(|m| m.to_string()).collect(),
@@ -151,7 +158,7 @@ pub fn run(o: Options) -> Result<bool> {
     let mut entries = Vec::new();
     for (i, model) in models.iter().enumerate() {
         let label = format!("[{}/{}] {model}", i + 1, models.len());
-        let cfg = match recipe(model, &kind, &data, ntrain, o.seed)? {
+        let cfg = match recipe(model, &facts, o.seed)? {
             Ok(cfg) => cfg,
             Err(why) => {
                 eprintln!("{label}: refused: {why}");
@@ -163,13 +170,12 @@ pub fn run(o: Options) -> Result<bool> {
             }
         };
         let dir = out.join(model);
-        let ragged = matches!(kind, DataKind::Points { ragged: true, .. });
         let entry = run_model(
             model,
             cfg,
             &dir,
             (o.epochs, o.minutes),
-            ragged,
+            &facts,
             &ctx,
             &label,
         )?;
@@ -199,6 +205,16 @@ pub fn run(o: Options) -> Result<bool> {
     ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
     eprintln!("report: {}", out.join("report.md").display());
     Ok(!failed)
+}
+
+/// What the recipes and budgets need to know of the data file.
+struct Facts {
+    path: PathBuf,
+    kind: DataKind,
+    /// Training samples.
+    ntrain: i64,
+    /// Input channels at the points.
+    inputs: i64,
 }
 
 /// The kind of a dataset, which decides the recipes.
@@ -235,11 +251,10 @@ impl DataKind {
 /// The experiment of `model` on the data, or why it has none.
 fn recipe(
     model: &str,
-    kind: &DataKind,
-    data: &Path,
-    ntrain: i64,
+    facts: &Facts,
     seed: u64,
 ) -> Result<std::result::Result<TrainConfig, String>> {
+    let (kind, data, ntrain) = (&facts.kind, facts.path.as_path(), facts.ntrain);
     let task = match kind {
         DataKind::Grid(g) if g.len() == 2 => Task::Darcy,
         DataKind::Grid(g) => {
@@ -291,13 +306,10 @@ fn recipe(
     // Darcy's derivative term is about Darcy's solution, not these data.
     cfg.loss.derivative_alpha = Some(0.0);
     // Geo-FNO's point-cloud model takes the coordinates alone.
-    if model == "geofno" && matches!(kind, DataKind::Points { .. }) {
-        let ds = ono_data::dataset::TensorDataset::read(data)?;
-        if ds.train.fx.size()[2] > 0 {
-            return Ok(Err(
-                "Geo-FNO's point-cloud model (Elasticity's) takes the coordinates alone, and these data have input arrays at the points".to_string(),
-            ));
-        }
+    if model == "geofno" && matches!(kind, DataKind::Points { .. }) && facts.inputs > 0 {
+        return Ok(Err(
+            "Geo-FNO's point-cloud model (Elasticity's) takes the coordinates alone, and these data have input arrays at the points".to_string(),
+        ));
     }
     cfg.batch_size = cfg.batch_size.min(ntrain);
     cfg.seed = seed;
@@ -311,7 +323,7 @@ fn run_model(
     mut cfg: TrainConfig,
     dir: &Path,
     (epochs, minutes): (Option<u64>, Option<f64>),
-    ragged: bool,
+    facts: &Facts,
     ctx: &Context,
     label: &str,
 ) -> Result<Entry> {
@@ -334,7 +346,7 @@ fn run_model(
             // one sample at a time: micro-batches of one (no padding) accumulated into the
             // recipe's batch give the padded batch's gradients.
             if matches!(result, Err(Refusal::Refused(_)))
-                && ragged
+                && matches!(facts.kind, DataKind::Points { ragged: true, .. })
                 && cfg.batch_size > 1
                 && cfg.accumulate_steps <= 1
             {
@@ -384,10 +396,7 @@ fn run_model(
     let budget = match (kept, minutes) {
         (Some(b), _) => b,
         (None, Some(m)) => {
-            let ds = ono_data::dataset::TensorDataset::read(
-                cfg.data.path.as_deref().unwrap_or(Path::new("")),
-            )?;
-            let batches = (ds.train.len() as u64)
+            let batches = (facts.ntrain as u64)
                 .div_ceil(bench.batch.max(1) as u64)
                 .max(1);
             let per_epoch = bench.median_s * batches as f64;

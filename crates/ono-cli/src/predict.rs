@@ -312,20 +312,22 @@ fn imported(
     let mut report = Vec::new();
     let mut k = 0usize;
     for (pred, split, refs) in &preds {
-        let target = split.y.f_to_kind(Kind::Double)?;
         for (b, r) in refs.iter().enumerate() {
             let name = &names[k];
             k += 1;
             let n = split.lengths.as_ref().map_or(split.points(), |l| l[b]);
-            let rows = |t: &Tensor| -> Result<Vec<f64>> {
-                let c = t.size()[2];
-                let v =
-                    Vec::<f64>::try_from(t.f_get(b as i64)?.f_narrow(0, 0, n)?.f_reshape([-1])?)?;
-                // Back to the files' order of points.
+            // Row `s` of a (S, N, C) tensor over the sample's points, in the file's order.
+            let rows = |t: &Tensor, s: i64| -> Result<Vec<f64>> {
+                let c = t.size()[2] as usize;
+                let v = Vec::<f64>::try_from(
+                    t.f_get(s)?
+                        .f_narrow(0, 0, n)?
+                        .f_to_kind(Kind::Double)?
+                        .f_reshape([-1])?,
+                )?;
                 Ok(match &order {
                     None => v,
                     Some(order) => {
-                        let c = c as usize;
                         let mut back = vec![0.0; v.len()];
                         for (kk, &i) in order.iter().enumerate() {
                             back[i * c..(i + 1) * c].copy_from_slice(&v[kk * c..(kk + 1) * c]);
@@ -334,7 +336,7 @@ fn imported(
                     }
                 })
             };
-            let (pv, tv) = (rows(pred)?, rows(&target)?);
+            let (pv, tv) = (rows(pred, b as i64)?, rows(&split.y, b as i64)?);
             let err: Vec<f64> = pv.iter().zip(&tv).map(|(a, b)| a - b).collect();
             let rel = (err.iter().map(|e| e * e).sum::<f64>()
                 / tv.iter().map(|t| t * t).sum::<f64>())
@@ -377,23 +379,11 @@ fn imported(
                             )
                         })
                         .collect::<Result<_, _>>()?;
-                    let pos = split.pos.f_get(if split.pos.size()[0] == 1 {
-                        0
-                    } else {
-                        b as i64
-                    })?;
-                    let pos = pos.f_narrow(0, 0, n)?.f_unsqueeze(0)?;
-                    let mut coords = named_array("coords", &pos)?;
-                    coords.shape.remove(0);
-                    if let Some(order) = &order {
-                        let d = coords.shape[1];
-                        let v = coords.data.to_f64();
-                        let mut back = vec![0.0; v.len()];
-                        for (kk, &i) in order.iter().enumerate() {
-                            back[i * d..(i + 1) * d].copy_from_slice(&v[kk * d..(kk + 1) * d]);
-                        }
-                        coords.data = ArrayData::F64(back);
-                    }
+                    let shared = split.pos.size()[0] == 1;
+                    let d = split.pos.size()[2] as usize;
+                    let coords = rows(&split.pos, if shared { 0 } else { b as i64 })?;
+                    let coords =
+                        NamedArray::new("coords", vec![n as usize, d], ArrayData::F64(coords))?;
                     named.push(coords);
                     let file = out.join(format!("{name}.npz"));
                     ono_data::readers::npy::write_npz(&file, &named)?;

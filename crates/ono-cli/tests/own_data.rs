@@ -13,6 +13,11 @@ use ono_data::readers::vtk::read_mesh;
 
 use common::{json, ok, ono, temp_dir};
 
+/// `summary.json` of an `ono compare` output folder.
+fn summary(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
 fn run(args: &[&str]) -> String {
     ok(&ono().args(args).output().unwrap())
 }
@@ -54,9 +59,7 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         .output()
         .unwrap();
     ok(&out);
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("compare/summary.json")).unwrap())
-            .unwrap();
+    let summary = summary(&dir.join("compare"));
     let entries = summary["entries"].as_array().unwrap();
     let error = |model: &str| -> f64 {
         let e = entries.iter().find(|e| e["model"] == model).unwrap();
@@ -189,9 +192,7 @@ fn compare_on_a_grid_trains_fno_and_refuses_by_reason() {
         .output()
         .unwrap();
     ok(&out);
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("compare/summary.json")).unwrap())
-            .unwrap();
+    let summary = summary(&dir.join("compare"));
     let entry = |m: &str| {
         summary["entries"]
             .as_array()

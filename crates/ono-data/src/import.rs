@@ -882,9 +882,12 @@ fn from_arrays(
                 SampleAxis::Leading => a.shape[1..].to_vec(),
             }
         };
+        // Each field as float64 once per file, checked finite.
+        let mut field_values: HashMap<&str, Vec<f64>> = HashMap::new();
         for n in inputs.iter().chain(&targets) {
-            let a = get(n);
-            finite(f, "array", n, &a.data.to_f64(), (1, "element"))?;
+            let v = get(n).data.to_f64();
+            finite(f, "array", n, &v, (1, "element"))?;
+            field_values.insert(n.as_str(), v);
         }
         // Points per sample and each field's components.
         let fields = |names: &[String], spatial: &[usize], coords: bool| -> Result<Vec<Field>> {
@@ -1025,22 +1028,19 @@ fn from_arrays(
         }
         for s in 0..count {
             let take = |fields: &[Field]| -> Vec<f64> {
-                let parts: Vec<(Vec<f64>, usize)> = fields
+                let parts: Vec<(&[f64], usize)> = fields
                     .iter()
                     .map(|fl| {
-                        let all = get(&fl.name).data.to_f64();
+                        let all = &field_values[fl.name.as_str()][..];
                         let k = points * fl.components;
                         let rows = match axis {
                             SampleAxis::PerFile => all,
-                            SampleAxis::Leading => all[s * k..(s + 1) * k].to_vec(),
+                            SampleAxis::Leading => &all[s * k..(s + 1) * k],
                         };
                         (rows, fl.components)
                     })
                     .collect();
-                interleave(
-                    &parts.iter().map(|(v, c)| (&v[..], *c)).collect::<Vec<_>>(),
-                    points,
-                )
+                interleave(&parts, points)
             };
             let pos = pos_of(s)?;
             if pos.len() % points != 0 || pos.len() / points == 0 {

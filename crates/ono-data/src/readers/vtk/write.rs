@@ -23,22 +23,9 @@ pub fn write_mesh_with(
     cell: &[MeshArray],
 ) -> Result<PathBuf> {
     let mut mesh = read_mesh(source)?;
-    for (arrays, into, total, what) in [
-        (point, &mut mesh.point_data, mesh.points.len() / 3, "point"),
-        (cell, &mut mesh.cell_data, mesh.cells, "cell"),
-    ] {
+    // An array of the wrong length is refused by `write_vtu`, before anything is written.
+    for (arrays, into) in [(point, &mut mesh.point_data), (cell, &mut mesh.cell_data)] {
         for a in arrays {
-            if a.components == 0 || a.values.len() != total * a.components {
-                return Err(Error::Format {
-                    path: source.to_path_buf(),
-                    msg: format!(
-                        "{what} array `{}` has {} values, not {total} {what}s × {} components",
-                        a.name,
-                        a.values.len(),
-                        a.components
-                    ),
-                });
-            }
             into.retain(|old| old.name != a.name);
             into.push(a.clone());
         }
