@@ -67,6 +67,63 @@ def normwise(a, b):
     return ((a.double() - b.double()).abs().max() / b.double().abs().max()).item()
 
 
+# Initial weights drawn here after `manual_seed(s)` against those a fixture stored, measured in
+# float32 rounding units at each tensor's own scale: max|a − b| / (ε₃₂ · max|b|). The seeded
+# integers are the same on every machine, but not every transform of them is:
+# - trunc_normal_'s erfinv_ goes through MKL's vector math, which picks its kernel by the CPU's
+#   instruction set (on one Intel AVX-512 machine `MKL_ENABLE_INSTRUCTIONS=AVX2` or `=SSE4_2`
+#   moves its results by an ulp; Transolver's inits differed from the fixtures' by 7.45e-9 at
+#   weights of about 0.06, 1.1 units here);
+# - normal_ (xavier_normal_) on 16 or more float32 elements takes ATen's AVX2 kernel (angle, log
+#   and sincos in float32 approximations) on an AVX2 machine and its AVX-512 kernel (in double)
+#   on an AVX-512 one (ATen/native/cpu/DistributionTemplates.h): a few units at most, the angle's
+#   float32 error times the Box–Muller radius.
+# INIT_ULPS leaves room for those and no more: a different draw (another seed, another
+# construction order) is off by the weights' own size, about 2^23 units, which `init_draws`
+# checks every time.
+INIT_ULPS = 16.0
+
+
+def init_ulps(pairs):
+    """max over (drawn, stored) tensor pairs of max|a − b| / (ε₃₂ · max|b|); complex tensors as
+    real pairs. A stored all-zero tensor must be drawn as exactly zero (else: inf)."""
+    eps = torch.finfo(torch.float32).eps
+    worst = 0.0
+    for a, b in pairs:
+        a, b = a.detach(), b.detach()
+        if a.is_complex():
+            a = torch.view_as_real(a)
+        if b.is_complex():
+            b = torch.view_as_real(b)
+        a, b = a.double(), b.double().reshape(a.shape)
+        diff = (a - b).abs().max().item() if a.numel() else 0.0
+        scale = b.abs().max().item() if b.numel() else 0.0
+        if diff == 0.0:
+            continue
+        worst = max(worst, diff / (eps * scale) if scale > 0 else float("inf"))
+    return worst
+
+
+def init_draws(build, pairs_of, seed=0, other_seed=1):
+    """The init check of a restatement: `build()` after `manual_seed(seed)` must give the stored
+    weights within INIT_ULPS (`pairs_of(model)` pairs each drawn tensor with its stored one), and
+    after `manual_seed(other_seed)` must not, so that the bound cannot hide another draw. Returns
+    (ulps, failures)."""
+    torch.manual_seed(seed)
+    ulps = init_ulps(pairs_of(build()))
+    failures = []
+    if not ulps <= INIT_ULPS:
+        failures.append(f"init after manual_seed({seed}): {ulps:.3g} float32 ulps at the "
+                        f"weights' scale > {INIT_ULPS:g}")
+    torch.manual_seed(other_seed)
+    other = init_ulps(pairs_of(build()))
+    if not other > INIT_ULPS:
+        failures.append(f"negative control: the init after manual_seed({other_seed}) is within "
+                        f"{INIT_ULPS:g} ulps of the fixture's ({other:.3g}), so the bound proves "
+                        "nothing")
+    return ulps, failures
+
+
 def worst_grad(model, t, per_tensor=False):
     """The largest gradient error over all parameters, relative to the largest reference gradient
     of all (the ONO fixtures' measure) or, `per_tensor`, of the same tensor (the FNO, Galerkin and

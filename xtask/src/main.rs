@@ -8,6 +8,7 @@ mod bench_compare;
 mod bench_report;
 mod neuralop;
 mod system;
+mod test_run;
 mod torch;
 
 use std::ffi::OsString;
@@ -50,10 +51,16 @@ struct Cli {
 enum Cmd {
     /// Install or find libtorch and the system packages; print what was found or installed.
     Setup,
-    /// Set up, then run `cargo test --workspace` with one torch thread per test process.
+    /// Set up, then run `cargo test --workspace --no-fail-fast` with one torch thread per test
+    /// process, once on the machine's own floating-point paths and once more on the x86-64
+    /// baseline paths (ATen's scalar kernels, MKL's SSE4.2 code, oneDNN's SSE4.1 code), and end
+    /// with a line of passed, failed and ignored per pass and every failure.
     ///
     /// Extra arguments go to `cargo test` (e.g. `cargo xtask test -p ono-kernels -- cholesky`).
     Test {
+        /// The passes to run, comma-separated: native (the machine's own kernels), baseline.
+        #[arg(long, value_delimiter = ',', default_values = ["native", "baseline"])]
+        paths: Vec<test_run::FloatingPath>,
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
@@ -180,31 +187,7 @@ fn main() -> Result<()> {
             env.describe();
             Ok(())
         }
-        Cmd::Test { args } => {
-            let env = setup()?;
-            let mut cmd = cargo(&env);
-            cmd.arg("test");
-            // The whole workspace unless the caller picked packages.
-            let whole_workspace = !args.iter().any(|a| {
-                a == "-p" || a == "--package" || a.to_string_lossy().starts_with("--package=")
-            });
-            if whole_workspace {
-                cmd.arg("--workspace");
-            }
-            cmd.args(args);
-            // One torch (OpenMP/MKL) thread per test process: the CI machine has two cores and
-            // libtest already runs tests on several threads. OpenBLAS likewise
-            // (docs/tch-notes.md#openblas-and-lapack).
-            for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
-                cmd.env(var, "1");
-            }
-            reference_python(&env, &mut cmd)?;
-            run(cmd)?;
-            if whole_workspace {
-                run_downstream_example(&env)?;
-            }
-            Ok(())
-        }
+        Cmd::Test { paths, args } => test(paths, args),
         Cmd::Bench {
             filter,
             criterion_args,
@@ -312,6 +295,57 @@ fn main() -> Result<()> {
             run(cmd)
         }
     }
+}
+
+/// `cargo xtask test`: every pass to its end, then one summary of all of them.
+fn test(paths: Vec<test_run::FloatingPath>, args: Vec<OsString>) -> Result<()> {
+    let env = setup()?;
+    // The whole workspace unless the caller picked packages.
+    let whole_workspace = !args.iter().any(|a| {
+        a == "-p" || a == "--package" || a.to_string_lossy().starts_with("--package=")
+    });
+    let mut summary = String::new();
+    let mut ok = true;
+    for path in paths {
+        let mut cmd = cargo(&env);
+        cmd.arg("test");
+        if whole_workspace {
+            cmd.arg("--workspace");
+        }
+        if !args.iter().any(|a| a == "--no-fail-fast") {
+            cmd.arg("--no-fail-fast");
+        }
+        cmd.args(&args);
+        // One torch (OpenMP/MKL) thread per test process: the CI machine has two cores and
+        // libtest already runs tests on several threads. OpenBLAS likewise
+        // (docs/tch-notes.md#openblas-and-lapack).
+        for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
+            cmd.env(var, "1");
+        }
+        path.apply(&mut cmd);
+        reference_python(&env, &mut cmd)?;
+        torch::say(format!("test pass `{path}`: {}", path.describe()));
+        let (tally, cargo_ok) = test_run::run_counted(cmd)?;
+        let label = format!("test pass `{path}`");
+        summary.push_str(&tally.report(&label));
+        if !cargo_ok && tally.ok() {
+            // cargo failed without a test failing: a build error, or a crash it reported alone.
+            summary.push_str("  cargo test failed without a failing test (see its output above)\n");
+        }
+        ok &= cargo_ok && tally.ok();
+    }
+    if whole_workspace {
+        if let Err(e) = run_downstream_example(&env) {
+            summary.push_str(&format!("  FAILED the downstream example: {e:#}\n"));
+            ok = false;
+        }
+    }
+    println!("\n{summary}");
+    if !ok {
+        // The summary is the whole message: no error chain or backtrace after it.
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn bench_compare(a: BenchCompareArgs) -> Result<()> {

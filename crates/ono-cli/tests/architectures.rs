@@ -144,10 +144,8 @@ fn a_checkpoint_from_before_the_registry_evals_and_predicts_the_same() {
             .unwrap();
     let (new_err, old_err) = (json::<Evaluation>(&out).test_rel_l2, old.test_rel_l2);
     eprintln!("legacy eval: {new_err:e} now, {old_err:e} before");
-    // Equal on the machine that made them; MKL's code paths may move float32 results in the
-    // last digits on another CPU.
     assert!(
-        (new_err - old_err).abs() <= 1e-6 * old_err,
+        (new_err - old_err).abs() <= STORED_EVAL_REL * old_err,
         "{new_err} vs {old_err}"
     );
 
@@ -158,10 +156,19 @@ fn a_checkpoint_from_before_the_registry_evals_and_predicts_the_same() {
     let scale = old.abs().max().double_value(&[]);
     eprintln!("legacy predict: max |new − old| = {diff:e} (max |old| = {scale:e})");
     assert!(
-        diff <= 1e-6 * scale,
+        diff <= STORED_EVAL_REL * scale,
         "max difference {diff} against {scale}"
     );
 }
+
+/// A float32 evaluation or prediction of a stored checkpoint now against what the commit that
+/// wrote it printed, relative. Equal on the machine that made them; other kernel paths (MKL's,
+/// ATen's, picked by the CPU's instruction set) round otherwise. Measured with the release `ono`
+/// on an Intel AVX-512 machine under its own kernels, `ATEN_CPU_CAPABILITY=default|avx2` and
+/// `MKL_ENABLE_INSTRUCTIONS=AVX2|SSE4_2`: the errors moved by at most one float32 ulp (1.0e-7
+/// relative), the predictions by at most 1.1e-7 of their largest value. 1e-6 leaves ten times
+/// that; the two fixture checkpoints' predictions differ by 2.7e-2, their errors by 6.9e-3.
+const STORED_EVAL_REL: f64 = 1e-6;
 
 /// `fixtures/checkpoint_d099a84`: a run folder of commit d099a84, whose run state held the
 /// configuration as a JSON value, stopped at step 5 of 8. It evaluates on its own data and
@@ -200,10 +207,8 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
         (&new.data, new.samples, &new.grid, new.trained_steps),
         (&old.data, old.samples, &old.grid, old.trained_steps)
     );
-    // Equal on the machine that made them; MKL's code paths may move float32 results in the
-    // last digits on another CPU.
     let (a, b) = (new.test_rel_l2, old.test_rel_l2);
-    assert!((a - b).abs() <= 1e-6 * b, "{a} vs {b}");
+    assert!((a - b).abs() <= STORED_EVAL_REL * b, "{a} vs {b}");
 
     let new = &predict_file(
         &last,
@@ -214,7 +219,7 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
     let diff = (new - old).abs().max().double_value(&[]);
     let scale = old.abs().max().double_value(&[]);
     assert!(
-        diff <= 1e-6 * scale,
+        diff <= STORED_EVAL_REL * scale,
         "max difference {diff} against {scale}"
     );
 
@@ -244,13 +249,20 @@ fn a_checkpoint_of_commit_d099a84_evals_predicts_and_resumes_the_same() {
     let summary: Summary = json(&out);
     assert_eq!((summary.resumed_at, summary.steps), (5, 8));
     // The uninterrupted run of commit d099a84 ended here (fixtures/checkpoint_d099a84/README.md).
-    // That run's `recompute = "auto"` meant selective recomputation on the CPU; since issue #28 it
-    // means the plain step at this size, the same mathematics in another float32 summation order
-    // (the two agree to 1e-9 in float64: ono-models/tests/recompute.rs): the three resumed steps
-    // now end 4.4e-6 apart (relative).
+    // Three float32 Adam steps from the stored state carry every rounding difference into the
+    // weights, so this is looser than an evaluation:
+    // - that run's `recompute = "auto"` meant selective recomputation on the CPU; since issue #28
+    //   it means the plain step at this size, the same mathematics in another float32 summation
+    //   order (the two agree to 1e-9 in float64: ono-models/tests/recompute.rs);
+    // - other kernel paths round otherwise. Measured (release `ono`, an Intel AVX-512 machine,
+    //   its own kernels, `ATEN_CPU_CAPABILITY=default|avx2`, `MKL_ENABLE_INSTRUCTIONS=AVX2|SSE4_2`
+    //   and all three held to the x86-64 baseline): 4.1e-7 to 8.8e-6 from this value (relative).
+    // 5e-5 leaves five times the largest. A resume that lost part of the state lands far outside:
+    // these three steps move the error by 3.1e-2 (0.2997 at step 5, `eval_old.json`).
     let end = summary.final_test.unwrap();
     let want = 0.29068824648857117;
-    assert!((end - want).abs() <= 2e-5 * want, "{end} vs {want}");
+    eprintln!("resumed d099a84: {end} against {want}");
+    assert!((end - want).abs() <= 5e-5 * want, "{end} vs {want}");
 }
 
 fn check_reference(weights: &Path, json: &Path) -> Output {
