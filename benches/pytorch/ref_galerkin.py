@@ -940,7 +940,8 @@ def _check_case(name):
     to_precision(model, torch.float64)
     with torch.no_grad():
         out64 = reference_call(model, t, torch.float64)
-        bound("output.eval_f64", steplib.normwise(out64, t["output.eval_f64"]), 1e-12)
+        bound("output.eval_f64", steplib.normwise(out64, t["output.eval_f64"]),
+              steplib.F64_STORED_REL)
         # The ModelInput path (what train_ref calls) against the reference call without the
         # normaliser: the points' own coordinates, interpolated to the coarse grid in 2-D.
         t64 = {k: v.double() for k, v in t.items()}
@@ -1025,7 +1026,7 @@ def _check_loss():
     def close(key, got, want):
         err = abs(got.item() - want) / abs(want)
         rec[key] = err
-        if not err <= 1e-12:
+        if not err <= steplib.F64_STORED_REL:
             failures.append(f"loss {key}: {got.item()} vs {want} ({err:.3g})")
 
     b, n = t["pred_1d"].shape

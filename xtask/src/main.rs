@@ -301,9 +301,9 @@ fn main() -> Result<()> {
 fn test(paths: Vec<test_run::FloatingPath>, args: Vec<OsString>) -> Result<()> {
     let env = setup()?;
     // The whole workspace unless the caller picked packages.
-    let whole_workspace = !args.iter().any(|a| {
-        a == "-p" || a == "--package" || a.to_string_lossy().starts_with("--package=")
-    });
+    let whole_workspace = !args
+        .iter()
+        .any(|a| a == "-p" || a == "--package" || a.to_string_lossy().starts_with("--package="));
     let mut summary = String::new();
     let mut ok = true;
     for path in paths {
