@@ -316,13 +316,13 @@ fn test(paths: Vec<test_run::FloatingPath>, args: Vec<OsString>) -> Result<()> {
             cmd.arg("--no-fail-fast");
         }
         cmd.args(&args);
+        path.apply(&mut cmd, &args);
         // One torch (OpenMP/MKL) thread per test process: the CI machine has two cores and
         // libtest already runs tests on several threads. OpenBLAS likewise
         // (docs/tch-notes.md#openblas-and-lapack).
         for var in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"] {
             cmd.env(var, "1");
         }
-        path.apply(&mut cmd);
         reference_python(&env, &mut cmd)?;
         torch::say(format!("test pass `{path}`: {}", path.describe()));
         let (tally, cargo_ok) = test_run::run_counted(cmd)?;

@@ -47,21 +47,53 @@ impl FloatingPath {
         }
     }
 
-    pub fn apply(self, cmd: &mut Command) {
+    /// Tests this pass leaves out, with the reason: each compares no floating value with a stored
+    /// one, so no kernel path can change its verdict, and it would cost minutes more here.
+    pub fn skipped(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            FloatingPath::Native => &[],
+            FloatingPath::Baseline => &[(
+                "the_whole_paper_plan_rehearses_on_miniatures",
+                "every paper cell must build, train a few steps and end with a finite error; \
+                 the suite's longest test (10 minutes on the native pass), several times that \
+                 on scalar kernels",
+            )],
+        }
+    }
+
+    /// The variables of the path, and `--skip` for each left-out test after `args`' `--`.
+    pub fn apply(self, cmd: &mut Command, args: &[std::ffi::OsString]) {
         for (k, v) in self.vars() {
             cmd.env(k, v);
+        }
+        let skipped = self.skipped();
+        if skipped.is_empty() {
+            return;
+        }
+        if !args.iter().any(|a| a == "--") {
+            cmd.arg("--");
+        }
+        for (name, _) in skipped {
+            cmd.args(["--skip", name]);
         }
     }
 
     pub fn describe(self) -> String {
         match self {
             FloatingPath::Native => "the machine's own kernels".to_string(),
-            FloatingPath::Baseline => self
-                .vars()
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(" "),
+            FloatingPath::Baseline => {
+                let vars: Vec<String> = self
+                    .vars()
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let skipped: Vec<String> = self
+                    .skipped()
+                    .iter()
+                    .map(|(name, why)| format!("{name} ({why})"))
+                    .collect();
+                format!("{}; leaving out {}", vars.join(" "), skipped.join(", "))
+            }
         }
     }
 }
@@ -345,6 +377,31 @@ error: 2 targets failed:
         t.finish();
         assert_eq!((t.passed, t.failed, t.ignored, t.binaries), (2, 0, 1, 1));
         assert!(t.ok(), "{t:?}");
+    }
+
+    #[test]
+    fn the_baseline_pass_sets_its_paths_and_skips_after_the_separator() {
+        let args = |cmd: &Command| -> Vec<String> {
+            cmd.get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let skip = FloatingPath::Baseline.skipped()[0].0;
+        let mut cmd = Command::new("cargo");
+        cmd.args(["test", "-p", "ono-cli"]);
+        FloatingPath::Baseline.apply(&mut cmd, &["-p".into(), "ono-cli".into()]);
+        assert_eq!(args(&cmd), ["test", "-p", "ono-cli", "--", "--skip", skip]);
+        assert!(cmd
+            .get_envs()
+            .any(|(k, v)| k == "ATEN_CPU_CAPABILITY" && v == Some("default".as_ref())));
+        // The caller's own `--` is reused: libtest takes everything after it.
+        let mut cmd = Command::new("cargo");
+        cmd.args(["test", "--", "cholesky"]);
+        FloatingPath::Baseline.apply(&mut cmd, &["--".into(), "cholesky".into()]);
+        assert_eq!(args(&cmd), ["test", "--", "cholesky", "--skip", skip]);
+        let mut cmd = Command::new("cargo");
+        FloatingPath::Native.apply(&mut cmd, &[]);
+        assert_eq!((cmd.get_args().count(), cmd.get_envs().count()), (0, 0));
     }
 
     #[test]
