@@ -243,10 +243,21 @@ fn selective_gradients_match_finite_differences() {
 }
 
 /// Under bf16 mixed precision the hand-written backward runs its products in bf16 as the forward
-/// did and hands float32 gradients to the parameters: it agrees with autograd's plain bf16
-/// backward to bf16 rounding (a wrong or missing term would be off by O(1)).
+/// did and hands float32 gradients to the parameters: it and autograd's plain bf16 backward both
+/// agree with the float32 gradient to bf16 rounding (a wrong or missing term would be off by
+/// O(1)).
+///
+/// The bound is the float32 truth's, not the other bf16 backward's: the two bf16 backwards round
+/// in different orders, and how far apart they land depends on the kernels (ATen's AVX-512 ones
+/// kept them within 0.6% here, its AVX2 and scalar ones 10%, twice the 5% this test once allowed
+/// between them).
+/// bf16 keeps 8 significant bits, and a bias gradient sums B·N = 80 bf16 terms: rounding grows
+/// like √80 · 2⁻⁸ ≈ 3.5%, at worst 80 · 2⁻⁹ ≈ 16%. Measured against float32 (an Intel AVX-512
+/// machine): plain at most 4.7%, selective 4.9% on ATen's AVX-512 kernels and 8.1% on its AVX2
+/// and scalar ones. BF16_REL leaves room above all of them and below a missing term.
 #[test]
 fn selective_recomputation_under_bf16_matches_the_plain_backward() {
+    const BF16_REL: f64 = 0.2;
     use ono_nn::precision::{scope, Precision};
     let _rng = ono_testing::torch_rng_lock();
     for nn_block in [NnBlock::LinearTransformer, NnBlock::Nystrom] {
@@ -280,20 +291,34 @@ fn selective_recomputation_under_bf16_matches_the_plain_backward() {
             loss(&out).unwrap().backward();
             let _ = b.forward_backward_selective(&pos, &fx, None, loss).unwrap();
         });
-        let global = sorted(&vs_a)
+        let (vs_c, c) = build32(9);
+        let out = c.forward(&pos, &fx, None, true).unwrap();
+        loss(&out).unwrap().backward();
+        let global = sorted(&vs_c)
             .iter()
             .filter(|(_, v)| v.requires_grad())
             .map(|(_, v)| v.grad().abs().max().double_value(&[]))
             .fold(0.0, f64::max);
-        for ((na, va), (_, vb)) in sorted(&vs_a).iter().zip(sorted(&vs_b).iter()) {
+        for (((na, va), (_, vb)), (_, vc)) in sorted(&vs_a)
+            .iter()
+            .zip(sorted(&vs_b).iter())
+            .zip(sorted(&vs_c).iter())
+        {
             if !va.requires_grad() {
                 continue;
             }
-            let (ga, gb) = (va.grad(), vb.grad());
+            let (ga, gb, gc) = (va.grad(), vb.grad(), vc.grad());
             assert_eq!(gb.kind(), Kind::Float, "{na}: float32 gradient");
-            let err = (&ga - &gb).abs().max().double_value(&[]);
-            let scale = ga.abs().max().double_value(&[]).max(1e-2 * global);
-            assert!(err <= 5e-2 * scale, "{nn_block:?} {na}: {err} vs {scale}");
+            let scale = gc.abs().max().double_value(&[]).max(1e-2 * global);
+            let plain = (&ga - &gc).abs().max().double_value(&[]) / scale;
+            let selective = (&gb - &gc).abs().max().double_value(&[]) / scale;
+            eprintln!(
+                "{nn_block:?} {na}: from float32, plain {plain:.2e}, selective {selective:.2e}"
+            );
+            assert!(
+                plain <= BF16_REL && selective <= BF16_REL,
+                "{nn_block:?} {na}: plain {plain} and selective {selective} of {scale} from float32"
+            );
         }
     }
 }
