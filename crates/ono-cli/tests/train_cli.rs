@@ -390,12 +390,19 @@ lr = 0.005
     let first = lines[0].test_rel_l2.unwrap();
     eprintln!("mean-field baseline {baseline:.4}, epoch 1 {first:.4}, final {final_err:.4}");
     // Measured 2026-11-24: baseline 0.268, epoch 1 0.274, final 0.144 (seed 3, 17×17, 120 samples).
+    // Thirty float32 epochs carry the kernels' last bits into the weights, so where the run ends
+    // depends on the CPU's kernel paths (docs/results.md, "What reproduces means on another
+    // machine"). Measured on an Intel AVX-512 machine: final 0.1399 on its own kernels, 0.1311 with
+    // ATen held to AVX2, 0.1656 on the x86-64 baseline (0.62× the mean field and 0.60× epoch 1,
+    // which failed a bar of 0.6). A run that does not learn stays near 1×; 0.75 clears the
+    // kernel-path spread.
+    const LEARNED: f64 = 0.75;
     assert!(
-        final_err < 0.6 * baseline,
+        final_err < LEARNED * baseline,
         "final {final_err} vs mean-field {baseline}"
     );
     assert!(
-        final_err < 0.6 * first,
+        final_err < LEARNED * first,
         "final {final_err} vs first epoch {first}"
     );
     // The figures of the last epoch: the curves, and `log.panels` (3 by default) test samples of
