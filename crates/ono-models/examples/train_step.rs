@@ -169,10 +169,10 @@ fn main() -> anyhow::Result<()> {
     let vars = vs.trainable_variables();
     let step = || -> anyhow::Result<()> {
         if args.eval {
-            let out = tch::no_grad(|| model.forward(&pos, &fx, t.as_ref(), false))?;
+            let out = tch::no_grad(|| model.forward(&pos, &fx, None, t.as_ref(), false))?;
             drop(out);
         } else {
-            let pred = model.forward(&pos, &fx, t.as_ref(), true)?;
+            let pred = model.forward(&pos, &fx, None, t.as_ref(), true)?;
             let loss = relative_l2(&pred, &y, Reduction::Sum, None)?;
             loss.backward();
             for v in &vars {

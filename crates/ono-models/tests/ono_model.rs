@@ -8,6 +8,7 @@ use ono_models::ono::reference::{
 };
 use ono_models::ono::OnoPreset;
 use ono_models::{io, parameter_count, Error, ModelConfig, ModelInput, NnBlock, Ono, OnoConfig};
+use ono_nn::attention::Landmarks;
 use ono_nn::orthogonal::Orthogonalization;
 use ono_nn::weights::read_safetensors;
 use ono_testing::{assert_close, seeded};
@@ -111,7 +112,7 @@ fn save_then_load_is_bit_identical() {
         let (pos, fx) = inputs(2, 40, &cfg, Kind::Float);
         // Buffers hold trained statistics, not their initial values.
         for _ in 0..3 {
-            let _ = tch::no_grad(|| model.forward(&pos, &fx, None, true)).unwrap();
+            let _ = tch::no_grad(|| model.forward(&pos, &fx, None, None, true)).unwrap();
         }
         let path = dir.join(format!("model{i}.safetensors"));
         io::save(&path, &vs, &cfg.into()).unwrap();
@@ -126,7 +127,7 @@ fn save_then_load_is_bit_identical() {
             assert_eq!(t.kind(), b[name].kind(), "{name}");
             assert!(t.equal(&b[name]), "{name} differs after load");
         }
-        let out1 = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
+        let out1 = tch::no_grad(|| model.forward(&pos, &fx, None, None, false)).unwrap();
         let out2 = tch::no_grad(|| model2.forward(&ModelInput::new(&pos, &fx), false)).unwrap();
         assert!(out1.equal(&out2));
     }
@@ -229,16 +230,16 @@ fn eval_before_any_training_step_whitens_by_the_identity() {
             t.copy_(&vs.variables()[&name]);
         }
     });
-    let out = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
-    let expected = tch::no_grad(|| plain.forward(&pos, &fx, None, false)).unwrap();
+    let out = tch::no_grad(|| model.forward(&pos, &fx, None, None, false)).unwrap();
+    let expected = tch::no_grad(|| plain.forward(&pos, &fx, None, None, false)).unwrap();
     assert!(bool::try_from(out.isfinite().all()).unwrap());
     assert_close(&out, &expected, 0.0, 0.0);
     // A training pass updates the buffer, after which eval differs; reset brings it back.
-    let _ = tch::no_grad(|| model.forward(&pos, &fx, None, true)).unwrap();
-    let trained = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
+    let _ = tch::no_grad(|| model.forward(&pos, &fx, None, None, true)).unwrap();
+    let trained = tch::no_grad(|| model.forward(&pos, &fx, None, None, false)).unwrap();
     assert!(!trained.allclose(&expected, 1e-4, 1e-4, false));
     model.reset_statistics().unwrap();
-    let reset = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
+    let reset = tch::no_grad(|| model.forward(&pos, &fx, None, None, false)).unwrap();
     assert_close(&reset, &expected, 0.0, 0.0);
 }
 
@@ -261,7 +262,7 @@ fn every_block_and_orthogonalization_runs_and_trains() {
             let cfg = small(nn_block, orth);
             let (vs, model) = build(&cfg);
             let (pos, fx) = inputs(2, 20, &cfg, Kind::Float);
-            let out = model.forward(&pos, &fx, None, true).unwrap();
+            let out = model.forward(&pos, &fx, None, None, true).unwrap();
             assert_eq!(out.size(), [2, 20, 1]);
             out.square().sum(Kind::Float).backward();
             for (name, t) in vs.trainable_variables().iter().enumerate() {
@@ -270,7 +271,7 @@ fn every_block_and_orthogonalization_runs_and_trains() {
                     "{nn_block:?}/{orth:?}: parameter {name} no grad"
                 );
             }
-            let eval = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
+            let eval = tch::no_grad(|| model.forward(&pos, &fx, None, None, false)).unwrap();
             assert!(bool::try_from(eval.isfinite().all()).unwrap());
         }
     }
@@ -300,7 +301,7 @@ fn input_gradients_match_finite_differences() {
         vs.double();
         let (pos, fx) = inputs(2, 12, &cfg, Kind::Double);
         let f = |t: &[Tensor]| -> Tensor {
-            let out = model.forward(&pos, &t[0], None, true).unwrap();
+            let out = model.forward(&pos, &t[0], None, None, true).unwrap();
             (out.sin()).sum(Kind::Double)
         };
         ono_testing::assert_gradients(f, &[fx], 1e-6, 1e-6);
@@ -317,23 +318,27 @@ fn bad_inputs_are_typed_errors_naming_the_shapes() {
     let (_vs, model) = build(&cfg);
     let (pos, fx) = inputs(2, 10, &cfg, Kind::Float);
     let t = Tensor::rand([2, 1], (Kind::Float, Device::Cpu));
-    assert!(model.forward(&pos, &fx, Some(&t), true).is_ok());
+    assert!(model.forward(&pos, &fx, None, Some(&t), true).is_ok());
 
     let wrong_pos = Tensor::rand([2, 10, 3], (Kind::Float, Device::Cpu));
-    let err = model.forward(&wrong_pos, &fx, Some(&t), false).unwrap_err();
+    let err = model
+        .forward(&wrong_pos, &fx, None, Some(&t), false)
+        .unwrap_err();
     assert!(
         matches!(err, Error::Shape { .. }) && err.to_string().contains("[2, 10, 3]"),
         "{err}"
     );
 
     let wrong_fx = Tensor::randn([2, 11, 1], (Kind::Float, Device::Cpu));
-    let err = model.forward(&pos, &wrong_fx, Some(&t), false).unwrap_err();
+    let err = model
+        .forward(&pos, &wrong_fx, None, Some(&t), false)
+        .unwrap_err();
     assert!(err.to_string().contains("[2, 11, 1]"), "{err}");
 
     let empty_pos = Tensor::rand([2, 0, 2], (Kind::Float, Device::Cpu));
     let empty_fx = Tensor::randn([2, 0, 1], (Kind::Float, Device::Cpu));
     let err = model
-        .forward(&empty_pos, &empty_fx, Some(&t), false)
+        .forward(&empty_pos, &empty_fx, None, Some(&t), false)
         .unwrap_err();
     assert!(
         matches!(err, Error::Shape { .. }) && err.to_string().contains("[2, 0, 2]"),
@@ -342,15 +347,19 @@ fn bad_inputs_are_typed_errors_naming_the_shapes() {
 
     let nan_fx = fx.copy();
     let _ = nan_fx.get(1).get(3).fill_(f64::NAN);
-    let err = model.forward(&pos, &nan_fx, Some(&t), true).unwrap_err();
+    let err = model
+        .forward(&pos, &nan_fx, None, Some(&t), true)
+        .unwrap_err();
     assert!(matches!(err, Error::NonFinite { .. }), "{err}");
 
     assert!(matches!(
-        model.forward(&pos, &fx, None, false),
+        model.forward(&pos, &fx, None, None, false),
         Err(Error::Config(_))
     ));
     let wrong_t = Tensor::rand([3, 1], (Kind::Float, Device::Cpu));
-    assert!(model.forward(&pos, &fx, Some(&wrong_t), false).is_err());
+    assert!(model
+        .forward(&pos, &fx, None, Some(&wrong_t), false)
+        .is_err());
 
     for bad in [
         OnoConfig { n_head: 5, ..cfg },
@@ -375,7 +384,7 @@ fn bad_inputs_are_typed_errors_naming_the_shapes() {
 #[test]
 fn nystrom_landmarks_come_from_the_config() {
     let mut cfg = small(NnBlock::Nystrom, Orthogonalization::Orthonormal);
-    assert_eq!(cfg.landmarks, 256);
+    assert_eq!(cfg.landmarks, Landmarks::Fixed(256));
     let mut text = serde_json::to_value(cfg).unwrap();
     text.as_object_mut().unwrap().remove("landmarks");
     let old: OnoConfig = serde_json::from_value(text).unwrap();
@@ -387,11 +396,11 @@ fn nystrom_landmarks_come_from_the_config() {
         let (pos, fx) = inputs(2, 20, cfg, Kind::Double);
         let mut vs = vs;
         vs.double();
-        let out = tch::no_grad(|| model.forward(&pos, &fx, None, false)).unwrap();
+        let out = tch::no_grad(|| model.forward(&pos, &fx, None, None, false)).unwrap();
         (vs.variables().len(), out)
     };
     let (n256, out256) = forward(&cfg);
-    cfg.landmarks = 4;
+    cfg.landmarks = Landmarks::Fixed(4);
     let (n4, out4) = forward(&cfg);
     assert_eq!(n4, n256);
     // 20 tokens are 4 landmarks of 5 tokens each here, and 256 landmarks of one token (after
@@ -402,7 +411,7 @@ fn nystrom_landmarks_come_from_the_config() {
     // The same count twice is the same model.
     assert!(forward(&cfg).1.allclose(&out4, 0.0, 0.0, false));
 
-    cfg.landmarks = 0;
+    cfg.landmarks = Landmarks::Fixed(0);
     let err = ModelConfig::Ono(cfg).validate().unwrap_err().to_string();
     assert!(err.contains("landmarks"), "{err}");
 }

@@ -46,10 +46,10 @@ fn recomputation_matches_the_plain_backward() {
         let (vs_a, a) = build(&cfg, 5);
         let (vs_b, b) = build(&cfg, 5);
         for step in 0..2 {
-            let la = loss(&a.forward(&pos, &fx, t.as_ref(), true).unwrap()).unwrap();
+            let la = loss(&a.forward(&pos, &fx, None, t.as_ref(), true).unwrap()).unwrap();
             la.backward();
             let lb = b
-                .forward_backward_recompute(&pos, &fx, t.as_ref(), loss)
+                .forward_backward_recompute(&pos, &fx, None, t.as_ref(), loss)
                 .unwrap();
             assert_eq!(
                 la.double_value(&[]),
@@ -140,10 +140,10 @@ fn selective_recomputation_matches_the_plain_backward() {
             for (_, mut v) in vs_a.variables().into_iter().chain(vs_b.variables()) {
                 v.zero_grad();
             }
-            let la = loss(&a.forward(&pos, &fx, t.as_ref(), true).unwrap()).unwrap();
+            let la = loss(&a.forward(&pos, &fx, None, t.as_ref(), true).unwrap()).unwrap();
             la.backward();
             let lb = b
-                .forward_backward_selective(&pos, &fx, t.as_ref(), loss)
+                .forward_backward_selective(&pos, &fx, None, t.as_ref(), loss)
                 .unwrap();
             let (va, vb) = (la.double_value(&[]), lb.double_value(&[]));
             assert!(
@@ -203,7 +203,7 @@ fn selective_gradients_match_finite_differences() {
             |p: &Tensor| -> ono_models::Result<Tensor> { Ok((p - &y).square().sum(Kind::Double)) };
         let (vs, model) = build(&cfg, 11);
         let _ = model
-            .forward_backward_selective(&pos, &fx, None, loss)
+            .forward_backward_selective(&pos, &fx, None, None, loss)
             .unwrap();
         let params: Vec<Tensor> = sorted(&vs)
             .into_iter()
@@ -224,7 +224,7 @@ fn selective_gradients_match_finite_differences() {
                 for (p, d) in params.iter().zip(&dirs) {
                     let _ = p.shallow_clone().f_add_(&(d * (sign * eps))).unwrap();
                 }
-                let l = loss(&model.forward(&pos, &fx, None, true).unwrap())
+                let l = loss(&model.forward(&pos, &fx, None, None, true).unwrap())
                     .unwrap()
                     .double_value(&[]);
                 for (p, d) in params.iter().zip(&dirs) {
@@ -286,13 +286,15 @@ fn selective_recomputation_under_bf16_matches_the_plain_backward() {
         let (vs_a, a) = build32(9);
         let (vs_b, b) = build32(9);
         scope(Precision::Bf16, || {
-            let out = a.forward(&pos, &fx, None, true).unwrap();
+            let out = a.forward(&pos, &fx, None, None, true).unwrap();
             assert_eq!(out.kind(), Kind::BFloat16, "the products ran in bf16");
             loss(&out).unwrap().backward();
-            let _ = b.forward_backward_selective(&pos, &fx, None, loss).unwrap();
+            let _ = b
+                .forward_backward_selective(&pos, &fx, None, None, loss)
+                .unwrap();
         });
         let (vs_c, c) = build32(9);
-        let out = c.forward(&pos, &fx, None, true).unwrap();
+        let out = c.forward(&pos, &fx, None, None, true).unwrap();
         loss(&out).unwrap().backward();
         let global = sorted(&vs_c)
             .iter()

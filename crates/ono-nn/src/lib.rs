@@ -26,6 +26,7 @@ pub mod neural_spectral_block;
 pub mod norm;
 pub mod nsl_frame;
 pub mod orthogonal;
+pub mod padding;
 pub mod physics_attention;
 pub mod precision;
 pub mod residual_spectral_conv;

@@ -142,6 +142,72 @@ impl BatchNorm {
         self.normalize(x, None, true)
     }
 
+    /// [`Self::forward`] on a padded batch: the training statistics are taken over the real
+    /// points only (`update`: and folded into the running ones, counting the real points for
+    /// the unbiased variance, as `batch_norm` counts every point); evaluation uses the running
+    /// statistics, point by point.
+    ///
+    /// # Shapes
+    /// - `x`: (B, C, N), `mask`: (B, N)
+    /// - returns: (B, C, N)
+    pub fn forward_masked(
+        &self,
+        x: &Tensor,
+        mask: &Tensor,
+        train: bool,
+        update: bool,
+    ) -> Result<Tensor> {
+        let size = x.size();
+        self.check(&size)?;
+        let [b, _, n] = size[..] else {
+            return Err(Error::Shape {
+                op: "BatchNorm (masked)",
+                expected: format!("(B, {}, N)", self.channels),
+                got: size,
+            });
+        };
+        crate::padding::check_mask("BatchNorm (masked)", mask, b, n)?;
+        if !train {
+            return self.normalize(x, Some((&self.running_mean, &self.running_var)), false);
+        }
+        widened(x, self.weight.kind(), |x| {
+            let kind = x.kind();
+            let w = mask.f_to_kind(kind)?.f_unsqueeze(1)?; // (B, 1, N)
+            let count = w.f_sum(kind)?;
+            let dims = [0i64, 2];
+            let mean = x
+                .f_mul(&w)?
+                .f_sum_dim_intlist(&dims[..], true, kind)?
+                .f_div(&count)?; // (1, C, 1)
+            let centred = x.f_sub(&mean)?;
+            let var = centred
+                .f_square()?
+                .f_mul(&w)?
+                .f_sum_dim_intlist(&dims[..], true, kind)?
+                .f_div(&count)?;
+            if update {
+                let _guard = tch::no_grad_guard();
+                let m = self.momentum;
+                let unbiased = var.f_mul(&count)?.f_div(&count.f_sub_scalar(1.0)?)?;
+                for (running, batch) in
+                    [(&self.running_mean, &mean), (&self.running_var, &unbiased)]
+                {
+                    let new = running
+                        .f_mul_scalar(1.0 - m)?
+                        .f_add(&batch.f_reshape([-1])?.f_mul_scalar(m)?)?;
+                    let _ = running.shallow_clone().f_copy_(&new)?;
+                }
+                let _ = self.num_batches_tracked.shallow_clone().f_add_scalar_(1)?;
+            }
+            let scale = self.weight.f_view([1, -1, 1])?;
+            let shift = self.bias.f_view([1, -1, 1])?;
+            Ok(centred
+                .f_mul(&var.f_add_scalar(self.eps)?.f_rsqrt()?)?
+                .f_mul(&scale)?
+                .f_add(&shift)?)
+        })
+    }
+
     /// `batch_norm` with (or without) the running statistics, widened under mixed precision.
     fn normalize(
         &self,

@@ -6,10 +6,17 @@
 //! ψ  = proj(x)                                          (h → k, with bias)
 //! ψ̃  = ψ L⁻ᵀ,  L Lᵀ = C                                  (train: C of this batch, EMA updated;
 //!                                                         eval: C = EMA buffer)
-//! fx ← (ψ̃ ⊙ softplus(μ)) (ψ̃ᵀ fx) + fx                   (sum over the N points, no 1/N)
+//! fx ← (ψ̃ ⊙ softplus(μ)) (ψ̃ᵀ fx) + fx                   (sum over the N points, no 1/N;
+//!                                                         or the mean: `kernel_scale`)
 //! fx ← mlp2(LN₃ fx)                                     (no residual; the last block's mlp2 is
 //!                                                         the output head Linear(h → out))
 //! ```
+//!
+//! On a padded batch (a mask of the real points, [`crate::padding`]) the NN block's keys, the
+//! covariance (or BatchNorm's statistics) and ψ̃ᵀf read the real points only, so every real point
+//! gets what the same points laid out without padding would give. The covariance is pooled over
+//! the batch like BatchNorm's statistics: the unpadded equal of a padded batch is the batch of
+//! its samples, not each sample alone.
 //!
 //! Under mixed precision ([`crate::precision`]) the projections and the two kernel products run
 //! in the compute kind; ψ is widened to float32 before its second moment, the Cholesky factor
@@ -61,6 +68,17 @@ pub enum Whitening {
     TriangularSolve,
 }
 
+/// How the kernel's sum over the input points is scaled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelScale {
+    /// Σ_n ψ̃ₙ fₙᵀ, as the reference: the output grows with the number of points.
+    #[default]
+    Sum,
+    /// Σ_n ψ̃ₙ fₙᵀ / N over each sample's (real) points: the same operator on every mesh size.
+    Mean,
+}
+
 /// Settings of [`OrthogonalBlock`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct OrthogonalBlockConfig {
@@ -78,6 +96,9 @@ pub struct OrthogonalBlockConfig {
     /// ([`OrthogonalBlock::forward_cross`], the cross-attention variant of the paper's eq. 20).
     #[serde(default)]
     pub query_covariance: bool,
+    /// The scale of ψ̃ᵀf.
+    #[serde(default)]
+    pub kernel_scale: KernelScale,
 }
 
 impl OrthogonalBlockConfig {
@@ -141,6 +162,7 @@ impl OrthogonalBlockConfig {
             ln_3: LayerNorm::new(&(path / "ln_3"), h),
             mlp2,
             whitening: self.whitening,
+            kernel_scale: self.kernel_scale,
             query_cov,
             frozen_statistics: std::cell::Cell::new(false),
         })
@@ -161,6 +183,38 @@ enum Head {
     Linear(Linear),
 }
 
+/// ψ̃ᵀf = scale · Σ_n wₙ ψ̃ₙ fₙᵀ: `points` zeroes the padding (None: every point counts), `scale`
+/// is 1 / (real points) for `kernel_scale = "mean"` (None: the reference's plain sum).
+struct KernelWeights {
+    /// (B, N, 1)
+    points: Option<Tensor>,
+    /// (B, 1, 1) or (1, 1, 1)
+    scale: Option<Tensor>,
+}
+
+impl KernelWeights {
+    /// ψ̃ with its padded rows zeroed.
+    fn weighted(&self, psi: &Tensor) -> Result<Tensor> {
+        Ok(match &self.points {
+            Some(w) => psi.f_mul(w)?,
+            None => psi.shallow_clone(),
+        })
+    }
+
+    /// The scale applied to a (B, k, h) sum.
+    fn scaled(&self, sum: Tensor) -> Result<Tensor> {
+        Ok(match &self.scale {
+            Some(c) => sum.f_mul(&c.f_to_kind(sum.kind())?)?,
+            None => sum,
+        })
+    }
+
+    /// ψ̃ᵀf, (B, k, h).
+    fn coefficients(&self, psi: &Tensor, fx: &Tensor) -> Result<Tensor> {
+        self.scaled(matmul(&self.weighted(psi)?.f_transpose(-2, -1)?, fx)?)
+    }
+}
+
 /// See the module documentation.
 #[derive(Debug)]
 pub struct OrthogonalBlock {
@@ -171,6 +225,7 @@ pub struct OrthogonalBlock {
     ln_3: LayerNorm,
     mlp2: Head,
     whitening: Whitening,
+    kernel_scale: KernelScale,
     query_cov: Option<EmaCovariance>,
     /// Training mode without updating the running statistics: the recomputation pass of
     /// activation checkpointing must not count a batch twice.
@@ -185,15 +240,22 @@ impl OrthogonalBlock {
     }
 
     /// One block on both streams. `train` selects the batch covariance (and updates the EMA
-    /// buffer, or BatchNorm's running statistics) versus the stored statistics.
+    /// buffer, or BatchNorm's running statistics) versus the stored statistics. `mask` marks the
+    /// real points of a padded batch.
     ///
     /// # Shapes
-    /// - `x`: (B, N, h), `fx`: (B, N, h)
+    /// - `x`: (B, N, h), `fx`: (B, N, h), `mask`: (B, N)
     /// - returns: `x` (B, N, h) and `fx` (B, N, h), or (B, N, out) from the last block
-    pub fn forward(&self, x: &Tensor, fx: &Tensor, train: bool) -> Result<(Tensor, Tensor)> {
-        let x = self.nn_block.forward(x)?;
-        let psi = self.eigenfunctions(&x, train)?;
-        let fx = self.kernel(&psi, &psi, fx, true)?;
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        fx: &Tensor,
+        mask: Option<&Tensor>,
+        train: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let x = self.nn_block.forward(x, mask)?;
+        let psi = self.eigenfunctions(&x, mask, train)?;
+        let fx = self.kernel(&psi, &psi, fx, mask, true)?;
         let fx = self.head(&fx)?;
         Ok((x, fx))
     }
@@ -201,41 +263,49 @@ impl OrthogonalBlock {
     /// The first block of the cross-attention variant (paper eq. 20): the eigenfunction stream is
     /// advanced at the input points X (self-attention) and at the query points Y (queries Y,
     /// keys X, the same weights); ψ̃(X) and ψ̃(Y) are whitened with their own covariances
-    /// (`feature_cov`, `feature_cov_q`); the solution moves from X to Y without residual:
-    /// fx(Y) = mlp2(LN₃((ψ̃(Y) ⊙ softplus μ) ψ̃(X)ᵀ fx(X))).
+    /// (`feature_cov`, `feature_cov_q`), each over its real points; the solution moves from X to
+    /// Y without residual: fx(Y) = mlp2(LN₃((ψ̃(Y) ⊙ softplus μ) ψ̃(X)ᵀ fx(X))).
     ///
     /// # Shapes
-    /// - `x`: (B, N, h) and `fx`: (B, N, h) at X; `x_query`: (B, M, h) at Y
+    /// - `x`: (B, N, h) and `fx`: (B, N, h) at X, `mask`: (B, N); `x_query`: (B, M, h) at Y,
+    ///   `query_mask`: (B, M)
     /// - returns: the eigenfunction stream (B, M, h) and fx (B, M, h or out) at Y
     pub fn forward_cross(
         &self,
-        x: &Tensor,
-        fx: &Tensor,
-        x_query: &Tensor,
+        (x, fx, mask): (&Tensor, &Tensor, Option<&Tensor>),
+        (x_query, query_mask): (&Tensor, Option<&Tensor>),
         train: bool,
     ) -> Result<(Tensor, Tensor)> {
-        let x_query = self.nn_block.forward_cross(x_query, x)?;
-        let x = self.nn_block.forward(x)?;
-        let psi_in = self.eigenfunctions(&x, train)?;
+        let x_query = self.nn_block.forward_cross(x_query, x, mask)?;
+        let x = self.nn_block.forward(x, mask)?;
+        let psi_in = self.eigenfunctions(&x, mask, train)?;
         let psi_raw = self.proj.forward(&x_query)?;
         let psi_out = match (&self.norm, &self.query_cov) {
-            (PsiNorm::Whiten(_), Some(ema)) => self.whiten_with(ema, &psi_raw, train)?,
+            (PsiNorm::Whiten(_), Some(ema)) => {
+                self.whiten_with(ema, &psi_raw, query_mask, train)?
+            }
             (PsiNorm::Whiten(_), None) => {
                 return Err(Error::Config(
                     "forward_cross needs a block built with query_covariance = true".into(),
                 ))
             }
-            _ => self.normalize(&psi_raw, train)?,
+            _ => self.normalize(&psi_raw, query_mask, train)?,
         };
-        let fx = self.kernel(&psi_out, &psi_in, fx, false)?;
+        let fx = self.kernel(&psi_out, &psi_in, fx, mask, false)?;
         Ok((x_query, self.head(&fx)?))
     }
 
-    fn whiten_with(&self, ema: &EmaCovariance, psi: &Tensor, train: bool) -> Result<Tensor> {
+    fn whiten_with(
+        &self,
+        ema: &EmaCovariance,
+        psi: &Tensor,
+        mask: Option<&Tensor>,
+        train: bool,
+    ) -> Result<Tensor> {
         // Once here rather than in each of the three kernels below, which would widen it again.
         let psi = &widen(psi)?;
         let cov = if train {
-            let cov = second_moment(psi, None)?;
+            let cov = second_moment(psi, mask)?;
             if !self.frozen_statistics.get() {
                 ema.update(&cov)?;
             }
@@ -258,30 +328,33 @@ impl OrthogonalBlock {
         })
     }
 
-    /// ψ̃ at the points of `x` (already through the NN block): projection then normalization.
+    /// ψ̃ at the points of `x` (already through the NN block): projection then normalization,
+    /// its statistics over the real points of `mask`.
     ///
     /// # Shapes
-    /// - `x`: (B, N, h)
+    /// - `x`: (B, N, h), `mask`: (B, N)
     /// - returns: (B, N, k)
-    pub fn eigenfunctions(&self, x: &Tensor, train: bool) -> Result<Tensor> {
+    pub fn eigenfunctions(&self, x: &Tensor, mask: Option<&Tensor>, train: bool) -> Result<Tensor> {
         let psi = self.proj.forward(x)?;
-        self.normalize(&psi, train)
+        self.normalize(&psi, mask, train)
     }
 
-    /// Normalizes raw ψ (the projection's output) as configured.
+    /// Normalizes raw ψ (the projection's output) as configured, with the statistics of the real
+    /// points of `mask` in training.
     ///
     /// # Shapes
-    /// - `psi`: (B, N, k)
+    /// - `psi`: (B, N, k), `mask`: (B, N)
     /// - returns: (B, N, k)
-    pub fn normalize(&self, psi: &Tensor, train: bool) -> Result<Tensor> {
+    pub fn normalize(&self, psi: &Tensor, mask: Option<&Tensor>, train: bool) -> Result<Tensor> {
         match &self.norm {
-            PsiNorm::Whiten(ema) => self.whiten_with(ema, psi, train),
+            PsiNorm::Whiten(ema) => self.whiten_with(ema, psi, mask, train),
             PsiNorm::Batch(bn) => {
                 let x = psi.f_transpose(1, 2)?;
-                let y = if train && self.frozen_statistics.get() {
-                    bn.forward_batch_statistics(&x)?
-                } else {
-                    bn.forward(&x, train)?
+                let frozen = self.frozen_statistics.get();
+                let y = match mask {
+                    Some(mask) => bn.forward_masked(&x, mask, train, !frozen)?,
+                    None if train && frozen => bn.forward_batch_statistics(&x)?,
+                    None => bn.forward(&x, train)?,
                 };
                 Ok(y.f_transpose(1, 2)?)
             }
@@ -290,23 +363,60 @@ impl OrthogonalBlock {
         }
     }
 
-    /// (ψ̃_out ⊙ softplus(μ)) (ψ̃_inᵀ fx) [+ fx]: the orthogonal attention, summed over the input
-    /// points with no 1/N. The residual needs the output points to be the input points. Both
-    /// products run in the compute kind; the residual sum takes the wider of the two kinds.
+    /// (ψ̃_out ⊙ softplus(μ)) (ψ̃_inᵀ fx) [+ fx]: the orthogonal attention, summed over the (real)
+    /// input points, with no 1/N unless `kernel_scale` is `mean`. The residual needs the output
+    /// points to be the input points. Both products run in the compute kind; the residual sum
+    /// takes the wider of the two kinds.
     ///
     /// # Shapes
-    /// - `psi_out`: (B, M, k), `psi_in`: (B, N, k), `fx`: (B, N, h)
+    /// - `psi_out`: (B, M, k), `psi_in`: (B, N, k), `fx`: (B, N, h), `mask_in`: (B, N)
     /// - returns: (B, M, h)
     pub fn kernel(
         &self,
         psi_out: &Tensor,
         psi_in: &Tensor,
         fx: &Tensor,
+        mask_in: Option<&Tensor>,
         residual: bool,
     ) -> Result<Tensor> {
-        let coeff = matmul(&psi_in.f_transpose(-2, -1)?, fx)?; // (B, k, h)
+        let w = self.kernel_weights(psi_in, mask_in)?;
+        let coeff = w.coefficients(psi_in, fx)?; // (B, k, h)
         let out = matmul(&psi_out.f_mul(&self.mu.f_softplus()?)?, &coeff)?;
         Ok(if residual { out.f_add(fx)? } else { out })
+    }
+
+    /// The weights of the input points in ψ̃ᵀf.
+    fn kernel_weights(&self, psi_in: &Tensor, mask: Option<&Tensor>) -> Result<KernelWeights> {
+        let [b, n] = match psi_in.size()[..] {
+            [b, n, _] => [b, n],
+            _ => {
+                return Err(Error::Shape {
+                    op: "OrthogonalBlock::kernel",
+                    expected: "psi_in of shape (B, N, k)".into(),
+                    got: psi_in.size(),
+                })
+            }
+        };
+        let kind = psi_in.kind();
+        let points = match mask {
+            Some(m) => {
+                crate::padding::check_mask("OrthogonalBlock::kernel", m, b, n)?;
+                Some(crate::padding::point_weights(m, kind)?)
+            }
+            None => None,
+        };
+        let scale = match (self.kernel_scale, mask) {
+            (KernelScale::Sum, _) => None,
+            (KernelScale::Mean, Some(m)) => {
+                Some(crate::padding::point_counts(m, kind)?.f_reciprocal()?)
+            }
+            (KernelScale::Mean, None) => Some(Tensor::f_full(
+                [1, 1, 1],
+                1.0 / n as f64,
+                (kind, psi_in.device()),
+            )?),
+        };
+        Ok(KernelWeights { points, scale })
     }
 
     /// LN₃ → mlp2 (no residual).
@@ -375,6 +485,7 @@ mod tests {
             momentum: 0.9,
             head_out: None,
             query_covariance: false,
+            kernel_scale: KernelScale::Sum,
         }
         .init(&vs.root())
         .unwrap()
@@ -390,12 +501,12 @@ mod tests {
         let fx = Tensor::randn([2, 10, 8], (Kind::Float, Device::Cpu));
 
         // A healthy training step gives the same output deferred or not, and reads nothing.
-        let (_, at_once) = b.forward(&x, &fx, true).unwrap();
+        let (_, at_once) = b.forward(&x, &fx, None, true).unwrap();
         let monitor = health::Monitor::new();
         let reads = host::host_reads();
         let (_, deferred) = {
             let _scope = monitor.enter(0);
-            b.forward(&x, &fx, true).unwrap()
+            b.forward(&x, &fx, None, true).unwrap()
         };
         assert_eq!(host::host_reads(), reads);
         assert!(deferred.equal(&at_once));
@@ -405,14 +516,14 @@ mod tests {
         let ema = b.covariance().unwrap();
         let bad = Tensor::eye(3, (Kind::Float, Device::Cpu)) * -1e6;
         tch::no_grad(|| ema.buffer().shallow_clone().copy_(&bad));
-        let err = b.forward(&x, &fx, false).unwrap_err();
+        let err = b.forward(&x, &fx, None, false).unwrap_err();
         assert!(
             matches!(err, Error::Kernel(ono_kernels::Error::NotPositiveDefinite { max_jitter, .. }) if (max_jitter - 1e3).abs() < 1e-9),
             "{err}"
         );
         let (_, out) = {
             let _scope = monitor.enter(5);
-            b.forward(&x, &fx, false).unwrap()
+            b.forward(&x, &fx, None, false).unwrap()
         };
         assert!(out.isnan().all().int64_value(&[]) != 0, "NaN, not garbage");
         let failure = monitor.check().unwrap().expect("the failure");

@@ -73,12 +73,14 @@ impl TransformerBlock {
         )
     }
 
+    /// `mask` marks the real points of a padded batch (see [`crate::padding`]).
+    ///
     /// # Shapes
-    /// - `x`: (B, N, dim)
+    /// - `x`: (B, N, dim), `mask`: (B, N)
     /// - returns: (B, N, dim)
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         let x = match &self.attention {
-            Some((ln_1, attn)) => attn.forward(&ln_1.forward(x)?)?.f_add(x)?,
+            Some((ln_1, attn)) => attn.forward(&ln_1.forward(x)?, mask)?.f_add(x)?,
             None => x.shallow_clone(),
         };
         Ok(self.mlp.forward(&self.ln_2.forward(&x)?)?.f_add(&x)?)
@@ -88,12 +90,17 @@ impl TransformerBlock {
     /// `context = x` this is [`Self::forward`].
     ///
     /// # Shapes
-    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - `x`: (B, M, dim), `context`: (B, N, dim), `context_mask`: (B, N)
     /// - returns: (B, M, dim)
-    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+    pub fn forward_cross(
+        &self,
+        x: &Tensor,
+        context: &Tensor,
+        context_mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let x = match &self.attention {
             Some((ln_1, attn)) => attn
-                .forward_cross(&ln_1.forward(x)?, &ln_1.forward(context)?)?
+                .forward_cross(&ln_1.forward(x)?, &ln_1.forward(context)?, context_mask)?
                 .f_add(x)?,
             None => x.shallow_clone(),
         };

@@ -135,13 +135,16 @@ fn cross_attention_with_itself_as_context_is_self_attention() {
         let attn = cfg.init(&vs.root()).unwrap();
         let x = Tensor::randn([2, 9, 16], (Kind::Float, Device::Cpu));
         assert_close(
-            &attn.forward_cross(&x, &x).unwrap(),
-            &attn.forward(&x).unwrap(),
+            &attn.forward_cross(&x, &x, None).unwrap(),
+            &attn.forward(&x, None).unwrap(),
             1e-5,
             1e-6,
         );
         let ctx = Tensor::randn([2, 5, 16], (Kind::Float, Device::Cpu));
-        assert_eq!(attn.forward_cross(&x, &ctx).unwrap().size(), [2, 9, 16]);
+        assert_eq!(
+            attn.forward_cross(&x, &ctx, None).unwrap().size(),
+            [2, 9, 16]
+        );
     }
     let vs = VarStore::new(Device::Cpu);
     let ny = AttentionConfig {
@@ -153,9 +156,12 @@ fn cross_attention_with_itself_as_context_is_self_attention() {
     .init(&vs.root())
     .unwrap();
     let x = Tensor::randn([1, 3, 16], (Kind::Float, Device::Cpu));
-    assert!(matches!(ny.forward_cross(&x, &x), Err(Error::Config(_))));
     assert!(matches!(
-        ny.forward(&x.narrow(2, 0, 8)),
+        ny.forward_cross(&x, &x, None),
+        Err(Error::Config(_))
+    ));
+    assert!(matches!(
+        ny.forward(&x.narrow(2, 0, 8), None),
         Err(Error::Shape { .. })
     ));
     let bad = AttentionConfig {

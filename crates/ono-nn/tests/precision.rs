@@ -2,8 +2,8 @@
 //! their products in bfloat16 and agree with float32 to bfloat16's tolerance, while parameters,
 //! gradients and the covariance path stay float32.
 
-use ono_nn::attention::{AttentionConfig, AttentionKind};
-use ono_nn::orthogonal::{OrthogonalBlockConfig, Orthogonalization, Whitening};
+use ono_nn::attention::{AttentionConfig, AttentionKind, Landmarks};
+use ono_nn::orthogonal::{KernelScale, OrthogonalBlockConfig, Orthogonalization, Whitening};
 use ono_nn::precision::{self, Precision};
 use ono_nn::transformer_block::TransformerBlockConfig;
 use ono_nn::LinearConfig;
@@ -90,13 +90,13 @@ fn every_attention_agrees_with_float32_in_bf16() {
             kind,
             dim: 32,
             heads: 4,
-            landmarks: 8,
+            landmarks: Landmarks::Fixed(8),
             ..AttentionConfig::default()
         };
         let attn = cfg.init(&vs.root()).unwrap();
         let x = Tensor::randn([2, 40, 32], (Kind::Float, Device::Cpu));
-        let y32 = attn.forward(&x).unwrap();
-        let y16 = precision::scope(Precision::Bf16, || attn.forward(&x)).unwrap();
+        let y32 = attn.forward(&x, None).unwrap();
+        let y16 = precision::scope(Precision::Bf16, || attn.forward(&x, None)).unwrap();
         assert_eq!(y16.kind(), Kind::BFloat16, "{kind:?}");
         let e = rel_err(&y16, &y32);
         assert!(e < 2e-2, "{kind:?}: output differs by {e:.2e}");
@@ -128,6 +128,7 @@ fn an_ono_block_runs_its_products_in_bf16_and_its_covariance_path_in_float32() {
             momentum: 0.9,
             head_out: None,
             query_covariance: false,
+            kernel_scale: KernelScale::Sum,
         };
         let build = || {
             seeded(3);
@@ -139,8 +140,9 @@ fn an_ono_block_runs_its_products_in_bf16_and_its_covariance_path_in_float32() {
         let (vs16, b16) = build();
         let x = Tensor::randn([2, 64, 16], (Kind::Float, Device::Cpu));
         let fx = Tensor::randn([2, 64, 16], (Kind::Float, Device::Cpu));
-        let (x32, f32) = b32.forward(&x, &fx, true).unwrap();
-        let (x16, f16) = precision::scope(Precision::Bf16, || b16.forward(&x, &fx, true)).unwrap();
+        let (x32, f32) = b32.forward(&x, &fx, None, true).unwrap();
+        let (x16, f16) =
+            precision::scope(Precision::Bf16, || b16.forward(&x, &fx, None, true)).unwrap();
         // The residual stream keeps its float32 input's kind (type promotion); the head's
         // output is a product's.
         assert_eq!((x16.kind(), f16.kind()), (Kind::Float, Kind::BFloat16));
@@ -157,7 +159,7 @@ fn an_ono_block_runs_its_products_in_bf16_and_its_covariance_path_in_float32() {
         assert!(rel_err(c16, c32) < 3e-2);
         // ψ̃ comes out of a float32 Cholesky and solve: orthonormal to float32's precision
         // (Σ ψ̃ψ̃ᵀ / BN = I), which a bfloat16 whitening would miss by about 1e-2.
-        let psi = precision::scope(Precision::Bf16, || b16.eigenfunctions(&x, true)).unwrap();
+        let psi = precision::scope(Precision::Bf16, || b16.eigenfunctions(&x, None, true)).unwrap();
         assert_eq!(psi.kind(), Kind::Float);
         let flat = psi.reshape([-1, 4]).to_kind(Kind::Double);
         let gram = flat.tr().matmul(&flat) / (2.0 * 64.0);

@@ -91,11 +91,12 @@ fn todays_checkpoint_loads_typed_matches_its_experiment_and_evaluates_the_same()
     let ckpt = Checkpoint::load(&path).unwrap();
     let st = &ckpt.state;
     assert_eq!((st.global_step, st.epoch, st.batch_in_epoch), (5, 1, 1));
-    // The whole state writes back as the JSON of the release that wrote it, with the one field
-    // added since at the value that release used: ONO's Nyström landmarks.
+    // The whole state writes back as the JSON of the release that wrote it, with the fields
+    // added since at the values that release used: ONO's Nyström landmarks and kernel scale.
     let mut written = serde_json::to_value(st).unwrap();
     let model = written["model"].as_object_mut().unwrap();
     assert_eq!(model.remove("landmarks"), Some(serde_json::json!(256)));
+    assert_eq!(model.remove("kernel_scale"), Some(serde_json::json!("sum")));
     assert_eq!(written, raw_state(&path));
     // The sidecar (`checkpoints/last.json`, which `ono reproduce` reads) is the same state.
     let sidecar: TrainState =

@@ -19,7 +19,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (batch, points) = (2, 64);
     let pos = Tensor::f_rand([batch, points, config.space_dim], (Kind::Float, device))?;
     let a = Tensor::f_randn([batch, points, config.fun_dim], (Kind::Float, device))?;
-    let u = tch::no_grad(|| model.forward(&pos, &a, None, false))?;
+    let u = tch::no_grad(|| model.forward(&pos, &a, None, None, false))?;
 
     let expected = [batch, points, config.out_dim];
     if u.size() != expected {

@@ -44,7 +44,7 @@ pub fn linear_transformer(
 }
 
 /// `-torch.finfo(dtype).max`, the reference's fill value for masked logits.
-pub(crate) fn lowest_value(kind: Kind) -> f64 {
+pub fn lowest_value(kind: Kind) -> f64 {
     match kind {
         Kind::Double => f64::MIN,
         Kind::Half => -65504.0,

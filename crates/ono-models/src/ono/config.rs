@@ -9,8 +9,8 @@ use tch::Tensor;
 use crate::arch::{ArchConfig, DataDims};
 use crate::operator::NeuralOperator;
 use crate::{Error, Result};
-use ono_nn::attention::{AttentionConfig, AttentionKind};
-use ono_nn::orthogonal::{OrthogonalBlockConfig, Orthogonalization, Whitening};
+use ono_nn::attention::{AttentionConfig, AttentionKind, Landmarks};
+use ono_nn::orthogonal::{KernelScale, OrthogonalBlockConfig, Orthogonalization, Whitening};
 use ono_nn::transformer_block::TransformerBlockConfig;
 
 /// The NN block of the eigenfunction stream.
@@ -48,15 +48,19 @@ pub struct OnoConfig {
     pub psi_dim: i64,
     pub mlp_ratio: i64,
     pub nn_block: NnBlock,
-    /// Landmarks of the Nyström block (the reference's 256); read by no other block. Fewer
-    /// make its pseudo-inverse, cubic in them, affordable on a CPU.
-    pub landmarks: i64,
+    /// Landmarks of the Nyström block (the reference's 256), or `"auto"`: exact attention on
+    /// up to 256 points, at most half the points beyond ([`Landmarks`]); read by no other
+    /// block. Fewer make its pseudo-inverse, cubic in them, affordable on a CPU.
+    pub landmarks: Landmarks,
     pub orthogonalization: Orthogonalization,
     pub whitening: Whitening,
     /// EMA momentum of the covariance buffers.
     pub momentum: f64,
     /// A time input T (B, 1), embedded and added to the eigenfunction stream (Plasticity).
     pub time_input: bool,
+    /// ψ̃ᵀf summed over the points (`sum`, the reference) or averaged (`mean`: the same
+    /// operator on every mesh size).
+    pub kernel_scale: KernelScale,
 }
 
 impl Default for OnoConfig {
@@ -77,6 +81,7 @@ impl Default for OnoConfig {
             whitening: Whitening::ExplicitInverse,
             momentum: ono_kernels::ema::DEFAULT_MOMENTUM,
             time_input: false,
+            kernel_scale: KernelScale::Sum,
         }
     }
 }
@@ -108,6 +113,7 @@ impl OnoConfig {
             momentum: self.momentum,
             head_out: last.then_some(self.out_dim),
             query_covariance: false,
+            kernel_scale: self.kernel_scale,
         }
     }
 }
@@ -182,6 +188,28 @@ impl OnoConfig {
         })?;
         Ok([b, n])
     }
+
+    /// Checks a padding mask against the batch (B, N): its shape, and a real point in every
+    /// sample (read at once, or deferred inside a training step).
+    pub(crate) fn check_mask(
+        op: &'static str,
+        mask: Option<&Tensor>,
+        [b, n]: [i64; 2],
+    ) -> Result<()> {
+        let Some(mask) = mask else {
+            return Ok(());
+        };
+        ono_nn::padding::check_mask(op, mask, b, n)?;
+        let every = mask
+            .f_to_kind(tch::Kind::Bool)?
+            .f_any_dim(1, false)?
+            .f_all()?;
+        health::require("Ono::forward: padding mask", &every, move || {
+            Error::Config(format!(
+                "{op}: every sample of a padded batch needs at least one real point"
+            ))
+        })
+    }
 }
 
 impl ArchConfig for OnoConfig {
@@ -213,11 +241,10 @@ impl ArchConfig for OnoConfig {
                 self.mlp_ratio
             ));
         }
-        if self.landmarks <= 0 {
-            return bad(format!(
-                "landmarks must be positive, got {}",
-                self.landmarks
-            ));
+        if let Landmarks::Fixed(m) = self.landmarks {
+            if m <= 0 {
+                return bad(format!("landmarks must be positive or \"auto\", got {m}"));
+            }
         }
         if !(0.0..=1.0).contains(&self.momentum) {
             return bad(format!(

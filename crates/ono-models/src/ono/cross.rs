@@ -110,21 +110,23 @@ impl OnoCross {
 
     /// Predicts the output function at `pos_query` from the input function sampled at `pos`.
     /// `train` uses batch covariances (updating both EMA buffers of the first block); eval uses the
-    /// buffers, so a trained model can be queried on any mesh.
+    /// buffers, so a trained model can be queried on any mesh. `mask` and `query_mask` mark the
+    /// real input and query points of a padded batch.
     ///
     /// # Shapes
-    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim), `pos_query`: (B, M, space_dim)
+    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim), `mask`: (B, N)
+    /// - `pos_query`: (B, M, space_dim), `query_mask`: (B, M)
     /// - `t`: (B, 1), exactly when `time_input`
-    /// - returns: (B, M, out_dim)
+    /// - returns: (B, M, out_dim), zero at padded query points
     pub fn forward(
         &self,
-        pos: &Tensor,
-        fx: &Tensor,
-        pos_query: &Tensor,
+        (pos, fx, mask): (&Tensor, &Tensor, Option<&Tensor>),
+        (pos_query, query_mask): (&Tensor, Option<&Tensor>),
         t: Option<&Tensor>,
         train: bool,
     ) -> Result<Tensor> {
-        let [b, _] = self.cfg.check_inputs(pos, fx, t)?;
+        let [b, n] = self.cfg.check_inputs(pos, fx, t)?;
+        OnoConfig::check_mask("OnoCross::forward", mask, [b, n])?;
         match pos_query.size()[..] {
             [qb, m, s] if qb == b && m > 0 && s == self.cfg.space_dim => {}
             _ => {
@@ -141,13 +143,16 @@ impl OnoCross {
                 what: "pos_query",
             }
         })?;
+        let m = pos_query.size()[1];
+        OnoConfig::check_mask("OnoCross::forward (query)", query_mask, [b, m])?;
         let x = self.encode_positions(pos, t)?;
         let x_query = self.encode_positions(pos_query, t)?;
         let h = self.encode_function(pos, fx)?;
-        let (mut x_query, mut h_query) = self.blocks[0].forward_cross(&x, &h, &x_query, train)?;
+        let (mut x_query, mut h_query) =
+            self.blocks[0].forward_cross((&x, &h, mask), (&x_query, query_mask), train)?;
         for block in &self.blocks[1..] {
-            (x_query, h_query) = block.forward(&x_query, &h_query, train)?;
+            (x_query, h_query) = block.forward(&x_query, &h_query, query_mask, train)?;
         }
-        Ok(h_query)
+        Ok(ono_nn::padding::zero_padding(&h_query, query_mask)?)
     }
 }

@@ -5,6 +5,11 @@
 //! x += time_fc(embed(T))                                  (Plasticity only, once)
 //! n × OrthogonalBlock(x, fx); the last block's mlp2 is the head Linear(h → out)
 //! ```
+//!
+//! A padded batch of samples of different sizes runs with a mask of the real points: every real
+//! point gets what the batch of the same samples without padding would give (the covariance is
+//! pooled over the batch's real points, see [`ono_nn::orthogonal`]), and padded output rows are
+//! zero.
 
 mod config;
 mod cross;
@@ -83,26 +88,29 @@ impl Ono {
 
     /// Forward pass. `train` uses each block's batch covariance and updates its EMA buffer (or the
     /// BatchNorm statistics); eval uses the buffers (the identity before any training step).
+    /// `mask` marks the real points of a padded batch (each sample's first).
     ///
     /// # Shapes
-    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim)
+    /// - `pos`: (B, N, space_dim), `fx`: (B, N, fun_dim), `mask`: (B, N)
     /// - `t`: (B, 1), required exactly when `time_input`
-    /// - returns: (B, N, out_dim)
+    /// - returns: (B, N, out_dim), zero at padded points
     pub fn forward(
         &self,
         pos: &Tensor,
         fx: &Tensor,
+        mask: Option<&Tensor>,
         t: Option<&Tensor>,
         train: bool,
     ) -> Result<Tensor> {
-        let (mut x, mut fx) = self.encode(pos, fx, t)?;
+        let (mut x, mut fx) = self.encode(pos, fx, mask, t)?;
         for block in &self.blocks {
-            (x, fx) = block.forward(&x, &fx, train)?;
+            (x, fx) = block.forward(&x, &fx, mask, train)?;
         }
-        Ok(fx)
+        Ok(ono_nn::padding::zero_padding(&fx, mask)?)
     }
 
-    /// Validates the inputs, then the encoder and the time embedding: the two streams.
+    /// Validates the inputs (and the padding mask), then the encoder and the time embedding: the
+    /// two streams.
     ///
     /// # Shapes
     /// - returns: `x` and `fx`, each (B, N, h)
@@ -110,9 +118,11 @@ impl Ono {
         &self,
         pos: &Tensor,
         fx: &Tensor,
+        mask: Option<&Tensor>,
         t: Option<&Tensor>,
     ) -> Result<(Tensor, Tensor)> {
-        let [b, _] = self.cfg.check_inputs(pos, fx, t)?;
+        let [b, n] = self.cfg.check_inputs(pos, fx, t)?;
+        OnoConfig::check_mask("Ono::forward", mask, [b, n])?;
         let input = Tensor::f_cat(&[pos, fx], -1)?.f_to_kind(self.kind())?;
         let enc = self.preprocess.forward(&input)?;
         let halves = enc.f_chunk(2, -1)?;
@@ -162,7 +172,7 @@ impl NeuralOperator for Ono {
 
     fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
         let fx = input_function(input, self.cfg.fun_dim)?;
-        Ono::forward(self, input.pos, &fx, input.time, train)
+        Ono::forward(self, input.pos, &fx, input.mask, input.time, train)
     }
 
     fn forward_backward(
@@ -182,7 +192,9 @@ impl NeuralOperator for Ono {
         let loss = |out: &Tensor| loss(out).map_err(Error::Loss);
         match mode {
             Recompute::None | Recompute::Auto => unreachable!("returned above"),
-            Recompute::Blocks => self.forward_backward_recompute(input.pos, &fx, input.time, loss),
+            Recompute::Blocks => {
+                self.forward_backward_recompute(input.pos, &fx, input.mask, input.time, loss)
+            }
             Recompute::Selective => {
                 if !self.supports_selective() {
                     return Err(Error::Unsupported {
@@ -190,7 +202,7 @@ impl NeuralOperator for Ono {
                         what: unsupported_recompute(mode),
                     });
                 }
-                self.forward_backward_selective(input.pos, &fx, input.time, loss)
+                self.forward_backward_selective(input.pos, &fx, input.mask, input.time, loss)
             }
         }
     }
@@ -242,12 +254,9 @@ impl NeuralOperator for Ono {
 
 /// `input.fx`, or an empty (B, N, 0) function for a model without input channels; refuses the
 /// input parts ONO cannot take (it evaluates at its input points, the cross-attention variant
-/// [`OnoCross`] at others, on unpadded batches with one input function).
+/// [`OnoCross`] at others, with one input function).
 fn input_function(input: &ModelInput<'_>, fun_dim: i64) -> Result<Tensor> {
-    input.refuse(
-        OnoConfig::ARCH,
-        &[InputPart::Mask, InputPart::Functions, InputPart::Query],
-    )?;
+    input.refuse(OnoConfig::ARCH, &[InputPart::Functions, InputPart::Query])?;
     match input.fx {
         Some(fx) => Ok(fx.shallow_clone()),
         None if fun_dim == 0 => {

@@ -29,10 +29,11 @@ impl Ono {
         &self,
         pos: &Tensor,
         fx: &Tensor,
+        mask: Option<&Tensor>,
         t: Option<&Tensor>,
         loss: impl FnOnce(&Tensor) -> Result<Tensor>,
     ) -> Result<Tensor> {
-        let (x0, f0) = tch::with_grad(|| self.encode(pos, fx, t))?;
+        let (x0, f0) = tch::with_grad(|| self.encode(pos, fx, mask, t))?;
         let blocks = self.blocks();
 
         // Pass 1: no graph, statistics updated; keep every block's inputs.
@@ -40,17 +41,17 @@ impl Ono {
         let out = tch::no_grad(|| -> Result<Tensor> {
             let (mut x, mut f) = (x0.f_detach()?, f0.f_detach()?);
             for block in blocks {
-                let (nx, nf) = block.forward(&x, &f, true)?;
+                let (nx, nf) = block.forward(&x, &f, mask, true)?;
                 inputs.push((x, f));
                 (x, f) = (nx, nf);
             }
-            Ok(f)
+            Ok(ono_nn::padding::zero_padding(&f, mask)?)
         })?;
 
         // The loss on the output, differentiated down to the output only.
         let out = out.f_detach()?.f_set_requires_grad(true)?;
         let value = scalar_loss_backward(&out, loss)?;
-        let mut grad_f = out.grad();
+        let mut grad_f = ono_nn::padding::zero_padding(&out.grad(), mask)?;
         let mut grad_x: Option<Tensor> = None;
 
         // Pass 2: last block first, recomputed with a graph and frozen statistics.
@@ -59,7 +60,7 @@ impl Ono {
             let f = f.f_set_requires_grad(true)?;
             block.set_statistics_frozen(true);
             let result = tch::with_grad(|| -> Result<()> {
-                let (nx, nf) = block.forward(&x, &f, true)?;
+                let (nx, nf) = block.forward(&x, &f, mask, true)?;
                 let mut s = nf.f_mul(&grad_f)?.f_sum(nf.kind())?;
                 if let Some(gx) = &grad_x {
                     s = s.f_add(&nx.f_mul(gx)?.f_sum(nx.kind())?)?;
@@ -95,22 +96,26 @@ impl Ono {
         &self,
         pos: &Tensor,
         fx: &Tensor,
+        mask: Option<&Tensor>,
         t: Option<&Tensor>,
         loss: impl FnOnce(&Tensor) -> Result<Tensor>,
     ) -> Result<Tensor> {
-        let (x0, f0) = tch::with_grad(|| self.encode(pos, fx, t))?;
+        let (x0, f0) = tch::with_grad(|| self.encode(pos, fx, mask, t))?;
         let blocks = self.blocks();
         let mut saved = Vec::with_capacity(blocks.len());
         let (mut x, mut f) = (x0.f_detach()?, f0.f_detach()?);
         for block in blocks {
-            let (nx, nf, s) = block.forward_saving(&x, &f)?;
+            let (nx, nf, s) = block.forward_saving(&x, &f, mask)?;
             saved.push(s);
             (x, f) = (nx, nf);
         }
         drop(x);
-        let out = f.f_detach()?.f_set_requires_grad(true)?;
+        let out = ono_nn::padding::zero_padding(&f, mask)?
+            .f_detach()?
+            .f_set_requires_grad(true)?;
         let value = scalar_loss_backward(&out, loss)?;
-        let mut grad_f = out.grad();
+        // The output's padded rows were zeroed: nothing flows back through them.
+        let mut grad_f = ono_nn::padding::zero_padding(&out.grad(), mask)?;
         let mut grad_x: Option<Tensor> = None;
         for (block, s) in blocks.iter().zip(saved).rev() {
             let (gx, gf) = block.backward_saved(s, grad_x.as_ref(), &grad_f)?;

@@ -4,7 +4,7 @@
 use tch::nn::Path;
 use tch::Tensor;
 
-use super::{check_input, merge_heads, split_heads, AttentionConfig};
+use super::{check_input, check_masked_input, merge_heads, split_heads, AttentionConfig};
 use crate::linear::{Linear, LinearConfig};
 use crate::Result;
 
@@ -41,25 +41,37 @@ impl LinearTransformerAttention {
         )
     }
 
+    /// Padded keys (`mask` 0) get no weight, as the reference's `kv_mask`.
+    ///
     /// # Shapes
-    /// - `x`: (B, N, dim)
+    /// - `x`: (B, N, dim), `mask`: (B, N)
     /// - returns: (B, N, dim)
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_cross(x, x)
+    pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        self.forward_cross(x, x, mask)
     }
 
     /// Queries from `x`, keys and values from `context` (the reference's `receives_context`).
     ///
     /// # Shapes
-    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - `x`: (B, M, dim), `context`: (B, N, dim), `context_mask`: (B, N)
     /// - returns: (B, M, dim)
-    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+    pub fn forward_cross(
+        &self,
+        x: &Tensor,
+        context: &Tensor,
+        context_mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         check_input("LinearTransformerAttention", x, self.dim)?;
-        check_input("LinearTransformerAttention (context)", context, self.dim)?;
+        check_masked_input(
+            "LinearTransformerAttention (context)",
+            context,
+            self.dim,
+            context_mask,
+        )?;
         let q = split_heads(&self.to_q.forward(x)?, self.heads)?;
         let k = split_heads(&self.to_k.forward(context)?, self.heads)?;
         let v = split_heads(&self.to_v.forward(context)?, self.heads)?;
-        let out = ono_kernels::attention::linear_transformer(&q, &k, &v, None)?;
+        let out = ono_kernels::attention::linear_transformer(&q, &k, &v, context_mask)?;
         self.to_out.forward(&merge_heads(&out)?)
     }
 }

@@ -9,11 +9,13 @@
 //! | [`AttentionKind::Softmax`] | none (an ablation): scaled dot-product attention | `to_qkv` (no bias), `to_out.0` |
 
 mod galerkin;
+mod landmarks;
 mod linear_transformer;
 mod nystrom;
 mod softmax;
 
 pub use galerkin::GalerkinAttention;
+pub use landmarks::{Landmarks, NystromPlan, AUTO_LANDMARKS};
 pub use linear_transformer::LinearTransformerAttention;
 pub use nystrom::NystromAttention;
 pub use softmax::SoftmaxAttention;
@@ -47,8 +49,8 @@ pub struct AttentionConfig {
     pub heads: i64,
     /// Channels per head; 0 means dim / heads (what every ONO configuration uses).
     pub dim_head: i64,
-    /// Nyström landmarks (reference 256).
-    pub landmarks: i64,
+    /// Nyström landmarks (reference 256), or `auto` ([`Landmarks`]).
+    pub landmarks: Landmarks,
     /// Nyström pseudo-inverse iterations (reference 6).
     pub pinv_iterations: usize,
     /// Taps of Nyström's depthwise residual convolution (reference 33).
@@ -62,7 +64,7 @@ impl Default for AttentionConfig {
             dim: 128,
             heads: 8,
             dim_head: 0,
-            landmarks: 256,
+            landmarks: Landmarks::Fixed(256),
             pinv_iterations: 6,
             residual_conv_kernel: 33,
         }
@@ -92,13 +94,13 @@ impl AttentionConfig {
                 self.heads, self.dim
             )));
         }
-        if self.dim_head < 0 || self.landmarks <= 0 || self.residual_conv_kernel % 2 == 0 {
+        if self.dim_head < 0 || self.residual_conv_kernel % 2 == 0 {
             return Err(Error::Config(format!(
-                "attention: dim_head {} must be ≥ 0, landmarks {} > 0 and the residual \
-                 convolution {} odd",
-                self.dim_head, self.landmarks, self.residual_conv_kernel
+                "attention: dim_head {} must be ≥ 0 and the residual convolution {} odd",
+                self.dim_head, self.residual_conv_kernel
             )));
         }
+        self.landmarks.validate()?;
         Ok(())
     }
 
@@ -131,36 +133,44 @@ pub enum MultiHeadAttention {
 }
 
 impl MultiHeadAttention {
-    /// Self-attention over the points.
+    /// Self-attention over the points. With a padding `mask` (1 = real point; see
+    /// [`crate::padding`]) the real points attend to real points only, exactly as each sample
+    /// would without padding; padded rows get finite values that reach no real point.
     ///
     /// # Shapes
-    /// - `x`: (B, N, dim)
+    /// - `x`: (B, N, dim), `mask`: (B, N)
     /// - returns: (B, N, dim)
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
         match self {
-            Self::LinearTransformer(a) => a.forward(x),
-            Self::Nystrom(a) => a.forward(x),
-            Self::Galerkin(a) => a.forward(x),
-            Self::Softmax(a) => a.forward(x),
+            Self::LinearTransformer(a) => a.forward(x, mask),
+            Self::Nystrom(a) => a.forward(x, mask),
+            Self::Galerkin(a) => a.forward(x, mask),
+            Self::Softmax(a) => a.forward(x, mask),
         }
     }
 
-    /// Cross-attention: queries from `x`, keys and values from `context`, with the same weights
-    /// as [`Self::forward`] (so `context = x` gives the self-attention output). Nyström is
-    /// self-attention only (its landmarks are segments of one sequence) and is refused.
+    /// Cross-attention: queries from `x`, keys and values from `context` (its padding marked by
+    /// `context_mask`), with the same weights as [`Self::forward`] (so `context = x` gives the
+    /// self-attention output). Nyström is self-attention only (its landmarks are segments of one
+    /// sequence) and is refused.
     ///
     /// # Shapes
-    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - `x`: (B, M, dim), `context`: (B, N, dim), `context_mask`: (B, N)
     /// - returns: (B, M, dim)
-    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+    pub fn forward_cross(
+        &self,
+        x: &Tensor,
+        context: &Tensor,
+        context_mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         match self {
-            Self::LinearTransformer(a) => a.forward_cross(x, context),
+            Self::LinearTransformer(a) => a.forward_cross(x, context, context_mask),
             Self::Nystrom(_) => Err(Error::Config(
                 "Nyström attention has no cross form; use linear_transformer, galerkin or softmax"
                     .into(),
             )),
-            Self::Galerkin(a) => a.forward_cross(x, context),
-            Self::Softmax(a) => a.forward_cross(x, context),
+            Self::Galerkin(a) => a.forward_cross(x, context, context_mask),
+            Self::Softmax(a) => a.forward_cross(x, context, context_mask),
         }
     }
 }
@@ -190,6 +200,21 @@ pub(crate) fn check_input(op: &'static str, x: &Tensor, dim: i64) -> Result<()> 
             got: x.size(),
         }),
     }
+}
+
+/// Checks (B, N, dim) and a padding mask of its (B, N).
+pub(crate) fn check_masked_input(
+    op: &'static str,
+    x: &Tensor,
+    dim: i64,
+    mask: Option<&Tensor>,
+) -> Result<()> {
+    check_input(op, x, dim)?;
+    if let Some(mask) = mask {
+        let s = x.size();
+        crate::padding::check_mask(op, mask, s[0], s[1])?;
+    }
+    Ok(())
 }
 
 /// q from `x` and k, v from `context` through one fused `to_qkv` weight (rows [q; k; v]), in the

@@ -3,8 +3,9 @@
 use tch::nn::{Init, Path};
 use tch::Tensor;
 
-use super::{check_input, merge_heads, qkv_heads, AttentionConfig};
+use super::{check_masked_input, merge_heads, qkv_heads, AttentionConfig, Landmarks, NystromPlan};
 use crate::linear::{Linear, LinearConfig};
+use crate::padding::prefix_lengths;
 use crate::precision::to_compute;
 use crate::Result;
 use ono_kernels::attention::{nystrom_front_pad, nystrom_with_pinv, NystromConfig};
@@ -18,7 +19,8 @@ pub struct NystromAttention {
     res_conv: Tensor,
     heads: i64,
     dim: i64,
-    kernel: NystromConfig,
+    landmarks: Landmarks,
+    pinv_iterations: usize,
     conv_padding: i64,
 }
 
@@ -41,58 +43,111 @@ impl NystromAttention {
             ),
             heads: cfg.heads,
             dim: cfg.dim,
-            kernel: NystromConfig {
-                landmarks: cfg.landmarks,
-                pinv_iterations: cfg.pinv_iterations,
-                ..NystromConfig::default()
-            },
+            landmarks: cfg.landmarks,
+            pinv_iterations: cfg.pinv_iterations,
             conv_padding: taps / 2,
         }
     }
 
     /// The Newton–Schulz iterations of the pseudo-inverse.
     pub fn pinv_iterations(&self) -> usize {
-        self.kernel.pinv_iterations
+        self.pinv_iterations
     }
 
+    /// With a padding `mask`, each sample attends over its own real points exactly as it would
+    /// alone: the landmarks are segments of one sequence, so a padded row cannot be masked out of
+    /// them, and the samples run one after the other (their lengths read to the host once).
+    ///
     /// # Shapes
-    /// - `x`: (B, N, dim)
+    /// - `x`: (B, N, dim), `mask`: (B, N)
     /// - returns: (B, N, dim)
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let iterations = self.kernel.pinv_iterations;
-        self.forward_with_pinv(x, &mut |a| {
+    pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        let iterations = self.pinv_iterations;
+        self.forward_with_pinv(x, mask, &mut |a| {
             ono_kernels::attention::moore_penrose_pinv(a, iterations)
         })
     }
 
     /// [`Self::forward`] with the landmark attention's pseudo-inverse computed by `pinv` (see
-    /// [`nystrom_with_pinv`]).
+    /// [`nystrom_with_pinv`]), called once per sequence that takes landmarks: once for an
+    /// unpadded batch, once per sample of a padded one, in the samples' order.
     ///
     /// # Shapes
-    /// - `x`: (B, N, dim); `pinv` maps (B, H, m, m) to (B, H, m, m)
+    /// - `x`: (B, N, dim), `mask`: (B, N); `pinv` maps (B, H, m, m) to (B, H, m, m)
     /// - returns: (B, N, dim)
     pub fn forward_with_pinv(
         &self,
         x: &Tensor,
+        mask: Option<&Tensor>,
         pinv: &mut dyn FnMut(&Tensor) -> ono_kernels::Result<Tensor>,
     ) -> Result<Tensor> {
-        check_input("NystromAttention", x, self.dim)?;
-        let n = x.size()[1];
+        const OP: &str = "NystromAttention";
+        check_masked_input(OP, x, self.dim, mask)?;
         let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
-        let attn = nystrom_with_pinv(&q, &k, &v, &self.kernel, None, pinv)?;
-        // The residual convolution runs over the front-padded sequence, so the first real tokens see
-        // the padding's zeros, as in the reference; keep its last N rows.
-        let padded = nystrom_front_pad(&v, self.kernel.landmarks)?;
-        let conv = padded.f_conv2d(
-            &to_compute(&self.res_conv)?,
-            None::<&Tensor>,
-            [1, 1],
-            [self.conv_padding, 0],
-            [1, 1],
-            self.heads,
-        )?;
-        let total = conv.size()[2];
-        let out = attn.f_add(&conv.f_narrow(2, total - n, n)?)?;
+        let out = match mask {
+            None => self.attend(&q, &k, &v, pinv)?,
+            Some(mask) => {
+                let n = x.size()[1];
+                let lengths = prefix_lengths(OP, mask)?;
+                let mut parts = Vec::with_capacity(lengths.len());
+                for (i, &len) in lengths.iter().enumerate() {
+                    let take = |t: &Tensor| -> Result<Tensor> {
+                        Ok(t.f_narrow(0, i as i64, 1)?.f_narrow(2, 0, len)?)
+                    };
+                    let o = self.attend(&take(&q)?, &take(&k)?, &take(&v)?, pinv)?;
+                    parts.push(o.f_constant_pad_nd([0, 0, 0, n - len])?);
+                }
+                Tensor::f_cat(&parts, 0)?
+            }
+        };
         self.to_out.forward(&merge_heads(&out)?)
+    }
+
+    /// The attention and the residual convolution on sequences of one length.
+    ///
+    /// # Shapes
+    /// - `q`, `k`, `v`: (B, H, n, d)
+    /// - returns: (B, H, n, d)
+    fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        pinv: &mut dyn FnMut(&Tensor) -> ono_kernels::Result<Tensor>,
+    ) -> Result<Tensor> {
+        let n = q.size()[2];
+        let conv = |v: &Tensor| -> Result<Tensor> {
+            Ok(v.f_conv2d(
+                &to_compute(&self.res_conv)?,
+                None::<&Tensor>,
+                [1, 1],
+                [self.conv_padding, 0],
+                [1, 1],
+                self.heads,
+            )?)
+        };
+        match self.landmarks.plan(n) {
+            NystromPlan::Exact => {
+                // The convolution's own zero padding is what the front padding would give.
+                Ok(ono_kernels::attention::softmax(q, k, v, None)?.f_add(&conv(v)?)?)
+            }
+            NystromPlan::Landmarks {
+                landmarks,
+                mask_padding,
+            } => {
+                let cfg = NystromConfig {
+                    landmarks,
+                    pinv_iterations: self.pinv_iterations,
+                    mask_padding,
+                    ..NystromConfig::default()
+                };
+                let attn = nystrom_with_pinv(q, k, v, &cfg, None, pinv)?;
+                // The residual convolution runs over the front-padded sequence, so the first real
+                // tokens see the padding's zeros, as in the reference; keep its last n rows.
+                let padded = conv(&nystrom_front_pad(v, landmarks)?)?;
+                let total = padded.size()[2];
+                Ok(attn.f_add(&padded.f_narrow(2, total - n, n)?)?)
+            }
+        }
     }
 }

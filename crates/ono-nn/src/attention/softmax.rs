@@ -4,7 +4,9 @@
 use tch::nn::Path;
 use tch::Tensor;
 
-use super::{check_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig};
+use super::{
+    check_input, check_masked_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig,
+};
 use crate::linear::{Linear, LinearConfig};
 use crate::Result;
 
@@ -28,28 +30,38 @@ impl SoftmaxAttention {
         }
     }
 
-    /// Quadratic in N: for ablations and small meshes.
+    /// Quadratic in N: for ablations and small meshes. Padded keys get no weight.
     ///
     /// # Shapes
-    /// - `x`: (B, N, dim)
+    /// - `x`: (B, N, dim), `mask`: (B, N)
     /// - returns: (B, N, dim)
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        check_input("SoftmaxAttention", x, self.dim)?;
+    pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        check_masked_input("SoftmaxAttention", x, self.dim, mask)?;
         let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
-        let out = ono_kernels::attention::softmax(&q, &k, &v, None)?;
+        let out = ono_kernels::attention::softmax(&q, &k, &v, mask)?;
         self.to_out.forward(&merge_heads(&out)?)
     }
 
     /// Queries from `x`, keys and values from `context`.
     ///
     /// # Shapes
-    /// - `x`: (B, M, dim), `context`: (B, N, dim)
+    /// - `x`: (B, M, dim), `context`: (B, N, dim), `context_mask`: (B, N)
     /// - returns: (B, M, dim)
-    pub fn forward_cross(&self, x: &Tensor, context: &Tensor) -> Result<Tensor> {
+    pub fn forward_cross(
+        &self,
+        x: &Tensor,
+        context: &Tensor,
+        context_mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         check_input("SoftmaxAttention", x, self.dim)?;
-        check_input("SoftmaxAttention (context)", context, self.dim)?;
+        check_masked_input(
+            "SoftmaxAttention (context)",
+            context,
+            self.dim,
+            context_mask,
+        )?;
         let (q, k, v) = qkv_heads_cross(&self.to_qkv, x, context, self.heads)?;
-        let out = ono_kernels::attention::softmax(&q, &k, &v, None)?;
+        let out = ono_kernels::attention::softmax(&q, &k, &v, context_mask)?;
         self.to_out.forward(&merge_heads(&out)?)
     }
 }

@@ -20,7 +20,7 @@
 
 use tch::Tensor;
 
-use super::{Head, OrthogonalBlock};
+use super::{Head, KernelWeights, OrthogonalBlock};
 use crate::attention::MultiHeadAttention;
 use crate::linear::Linear;
 use crate::mlp::gelu;
@@ -43,6 +43,10 @@ pub struct SavedBlock {
     fx: Tensor,
     /// ψ̃ᵀ fx, (B, k, h); with ψ̃ and fx it gives fx₁ again for one small product.
     coeff: Tensor,
+    /// The points' weights in ψ̃ᵀ fx (padding, mean scale).
+    weights: KernelWeights,
+    /// The padding mask, (B, N).
+    mask: Option<Tensor>,
     /// The head MLP's hidden layer before GELU (None for the last block's linear head).
     h2: Option<Tensor>,
 }
@@ -51,10 +55,11 @@ enum SavedAttention {
     /// The linear transformer: q, k, v as one (B, N, 3·H·d) tensor and ctx = k̂ᵀv per head.
     Linear { qkv: Tensor, ctx: Tensor },
     /// Any other attention: recomputed from x in the backward pass, except Nyström's
-    /// pseudo-inverse, whose Newton–Schulz graph (from a leaf copy of the landmark attention to
-    /// its result) is kept: (B, H, m, m) matrices, small beside the (B, H, N, m) attentions that
+    /// pseudo-inverses (one per sequence that takes landmarks: the batch, or each sample of a
+    /// padded one), whose Newton–Schulz graphs (from a leaf copy of the landmark attention to
+    /// its result) are kept: (B, H, m, m) matrices, small beside the (B, H, N, m) attentions that
     /// are recomputed.
-    Recompute { pinv: Option<(Tensor, Tensor)> },
+    Recompute { pinv: Vec<(Tensor, Tensor)> },
     /// The "no NN block" ablation: x₁ = x.
     None,
 }
@@ -134,8 +139,13 @@ fn leaf(t: &Tensor) -> Result<Tensor> {
 }
 
 /// The linear transformer's q̂ = softmax(q)·d^-½ (over features) and k̂ = softmax(k) (over the
-/// points), from (B, N, 3·H·d), in (B, N, H, d) layout.
-fn lt_softmaxes(qkv: &Tensor, heads: i64) -> Result<(Tensor, Tensor, Tensor)> {
+/// real points of `mask`) and v (zero at padded points), from (B, N, 3·H·d), in (B, N, H, d)
+/// layout.
+fn lt_softmaxes(
+    qkv: &Tensor,
+    heads: i64,
+    mask: Option<&Tensor>,
+) -> Result<(Tensor, Tensor, Tensor)> {
     let [b, n, c3] = dims(qkv)?;
     let inner = c3 / 3;
     let d = inner / heads;
@@ -145,8 +155,22 @@ fn lt_softmaxes(qkv: &Tensor, heads: i64) -> Result<(Tensor, Tensor, Tensor)> {
             .f_view([b, n, heads, d])?)
     };
     let q = part(0)?.f_softmax(-1, qkv.kind())?;
-    let k = part(1)?.f_softmax(1, qkv.kind())?;
-    Ok((q, k, part(2)?))
+    let (k, v) = match mask {
+        None => (part(1)?, part(2)?),
+        Some(m) => {
+            // As the kernel's key mask: −max logits and zero values at padded points.
+            let drop = m
+                .f_to_kind(tch::Kind::Bool)?
+                .f_logical_not()?
+                .f_view([b, n, 1, 1])?;
+            let lowest = ono_kernels::attention::lowest_value(qkv.kind());
+            (
+                part(1)?.f_masked_fill(&drop, lowest)?,
+                part(2)?.f_masked_fill(&drop, 0.0)?,
+            )
+        }
+    };
+    Ok((q, k.f_softmax(1, qkv.kind())?, v))
 }
 
 fn dims(t: &Tensor) -> Result<[i64; 3]> {
@@ -205,9 +229,14 @@ impl OrthogonalBlock {
     /// [`Self::backward_saved`] needs.
     ///
     /// # Shapes
-    /// - `x`: (B, N, h), `fx`: (B, N, h)
+    /// - `x`: (B, N, h), `fx`: (B, N, h), `mask`: (B, N)
     /// - returns: `x` (B, N, h), `fx` (B, N, h or out), and the saved state
-    pub fn forward_saving(&self, x: &Tensor, fx: &Tensor) -> Result<(Tensor, Tensor, SavedBlock)> {
+    pub fn forward_saving(
+        &self,
+        x: &Tensor,
+        fx: &Tensor,
+        mask: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor, SavedBlock)> {
         if !self.supports_selective() {
             return Err(two_layers_needed());
         }
@@ -220,7 +249,7 @@ impl OrthogonalBlock {
                 let ([to_q, to_k, to_v, to_out], heads) = lt.parts();
                 let w = Tensor::f_cat(&[&to_q.weight, &to_k.weight, &to_v.weight], 0)?;
                 let qkv = matmul(&ln_1.forward(&x)?, &w.f_tr()?)?;
-                let (q_hat, k_hat, v) = lt_softmaxes(&qkv, heads)?;
+                let (q_hat, k_hat, v) = lt_softmaxes(&qkv, heads, mask)?;
                 let d = q_hat.size()[3];
                 // ctx = k̂ᵀ v per head: (B, H, d, N) @ (B, H, N, e).
                 let ctx = heads_first(&k_hat)?
@@ -232,19 +261,19 @@ impl OrthogonalBlock {
             }
             Some((ln_1, other)) => {
                 let a1 = ln_1.forward(&x)?;
-                let mut kept = None;
+                let mut kept = Vec::new();
                 let out = match other {
                     MultiHeadAttention::Nystrom(ny) => {
                         let iterations = ny.pinv_iterations();
-                        ny.forward_with_pinv(&a1, &mut |attn2| {
+                        ny.forward_with_pinv(&a1, mask, &mut |attn2| {
                             let a2 = attn2.f_detach()?.f_set_requires_grad(true)?;
                             let z = tch::with_grad(|| moore_penrose_pinv(&a2, iterations))?;
                             let value = z.f_detach()?;
-                            kept = Some((a2, z));
+                            kept.push((a2, z));
                             Ok(value)
                         })?
                     }
-                    other => other.forward(&a1)?,
+                    other => other.forward(&a1, mask)?,
                 };
                 (out.f_add(&x)?, SavedAttention::Recompute { pinv: kept })
             }
@@ -255,9 +284,10 @@ impl OrthogonalBlock {
         let x2 = w2.forward(&gelu(&h)?)?.f_add(&x1)?;
 
         let psi = leaf(&self.proj.forward(&x2)?)?;
-        let psi_tilde = tch::with_grad(|| self.normalize(&psi, true))?;
+        let psi_tilde = tch::with_grad(|| self.normalize(&psi, mask, true))?;
 
-        let coeff = matmul(&psi_tilde.f_transpose(-2, -1)?, &fx)?;
+        let weights = self.kernel_weights(&psi_tilde, mask)?;
+        let coeff = weights.coefficients(&psi_tilde, &fx)?;
         let fx1 = kernel_output(&psi_tilde, &self.mu, &coeff, &fx)?;
         let a3 = self.ln_3.forward(&fx1)?;
         let (fx2, h2) = match &self.mlp2 {
@@ -279,6 +309,8 @@ impl OrthogonalBlock {
             psi_tilde,
             fx,
             coeff,
+            weights,
+            mask: mask.map(Tensor::shallow_clone),
             h2,
         };
         Ok((x2, fx2, saved))
@@ -322,17 +354,22 @@ impl OrthogonalBlock {
         let gfx1 = pull_back(&a3, &ga3, &fx1)?;
         drop(a3);
 
-        // Kernel: fx₁ = (ψ̃ ⊙ s) (ψ̃ᵀ fx) + fx, s = softplus(μ).
+        // Kernel: fx₁ = (ψ̃ ⊙ s) coeff + fx, s = softplus(μ), coeff = c · (w ⊙ ψ̃)ᵀ fx.
         let psi_t = saved.psi_tilde.f_detach()?;
         let mu = leaf(&self.mu)?;
         let s = tch::with_grad(|| mu.f_softplus())?;
         let p = psi_t.f_mul(&s)?;
         let g_p = matmul(&gfx1, &saved.coeff.f_transpose(-2, -1)?)?; // (B, N, k)
-        let g_coeff = matmul(&p.f_transpose(-2, -1)?, &gfx1)?; // (B, k, h)
-        let gfx = matmul(&psi_t, &g_coeff)?.f_add(&gfx1)?;
-        let g_psi_t = g_p
-            .f_mul(&s)?
-            .f_add(&matmul(&saved.fx, &g_coeff.f_transpose(-2, -1)?)?)?;
+                                                                     // The gradient of the unscaled sum (w ⊙ ψ̃)ᵀ fx.
+        let g_coeff = saved
+            .weights
+            .scaled(matmul(&p.f_transpose(-2, -1)?, &gfx1)?)?; // (B, k, h)
+        let gfx = matmul(&saved.weights.weighted(&psi_t)?, &g_coeff)?.f_add(&gfx1)?;
+        let g_psi_t = g_p.f_mul(&s)?.f_add(
+            &saved
+                .weights
+                .weighted(&matmul(&saved.fx, &g_coeff.f_transpose(-2, -1)?)?)?,
+        )?;
         let g_ps = g_p.f_mul(&psi_t)?;
         let g_s = g_ps.f_sum_dim_intlist([0, 1].as_slice(), false, g_ps.kind())?;
         let g_mu = pull_back(&s, &g_s, &mu)?;
@@ -367,7 +404,7 @@ impl OrthogonalBlock {
                 Some((ln_1, MultiHeadAttention::LinearTransformer(lt))),
             ) => {
                 let ([to_q, to_k, to_v, to_out], heads) = lt.parts();
-                let (q_hat, k_hat, v) = lt_softmaxes(&qkv, heads)?;
+                let (q_hat, k_hat, v) = lt_softmaxes(&qkv, heads, saved.mask.as_ref())?;
                 let [b, n, _] = dims(&qkv)?;
                 let d = q_hat.size()[3];
                 let scale = (d as f64).powf(-0.5);
@@ -425,18 +462,29 @@ impl OrthogonalBlock {
             }
             (SavedAttention::Recompute { pinv }, Some((ln_1, attn))) => {
                 let x = leaf(&saved.x)?;
-                let z_leaf = pinv.as_ref().map(|(_, z)| leaf(z)).transpose()?;
-                let mut attn2 = None;
+                let mask = saved.mask.as_ref();
+                let z_leaves = pinv
+                    .iter()
+                    .map(|(_, z)| leaf(z))
+                    .collect::<Result<Vec<_>>>()?;
+                let mut attn2 = Vec::new();
                 let x1 = tch::with_grad(|| -> Result<Tensor> {
                     let a1 = ln_1.forward(&x)?;
-                    let out = match (attn, &z_leaf) {
-                        (MultiHeadAttention::Nystrom(ny), Some(z)) => {
-                            ny.forward_with_pinv(&a1, &mut |a| {
-                                attn2 = Some(a.shallow_clone());
-                                Ok(z.shallow_clone())
+                    let out = match attn {
+                        MultiHeadAttention::Nystrom(ny) if !z_leaves.is_empty() => {
+                            let mut kept = z_leaves.iter();
+                            ny.forward_with_pinv(&a1, mask, &mut |a| {
+                                attn2.push(a.shallow_clone());
+                                kept.next().map(Tensor::shallow_clone).ok_or(
+                                    ono_kernels::Error::InvalidArgument {
+                                        op: "selective recomputation",
+                                        msg: "more pseudo-inverses than the forward pass kept"
+                                            .into(),
+                                    },
+                                )
                             })?
                         }
-                        (other, _) => other.forward(&a1)?,
+                        other => other.forward(&a1, mask)?,
                     };
                     Ok(out.f_add(&x)?)
                 })?;
@@ -445,22 +493,27 @@ impl OrthogonalBlock {
                         .f_dot(&gx1.f_to_kind(x1.kind())?.f_reshape([-1])?)
                 })?;
                 drop(x1);
-                match (pinv, z_leaf, attn2) {
-                    (Some((a2_leaf, z)), Some(z_leaf), Some(a2)) => {
-                        // ∂z first (the graph kept for the second pass), then through the kept
-                        // Newton–Schulz graph to ∂attn2, then everything in one pass.
-                        let gz = Tensor::f_run_backward(&[&surrogate], &[&z_leaf], true, false)?
-                            .remove(0);
-                        let g_a2 = pull_back(&z, &gz, &a2_leaf)?;
-                        tch::with_grad(|| -> Result<()> {
+                if z_leaves.is_empty() {
+                    surrogate.f_backward()?;
+                } else {
+                    if attn2.len() != z_leaves.len() {
+                        return Err(mismatch());
+                    }
+                    // ∂z first (the graph kept for the second pass), then through each kept
+                    // Newton–Schulz graph to ∂attn2, then everything in one pass.
+                    let leaves: Vec<&Tensor> = z_leaves.iter().collect();
+                    let gzs = Tensor::f_run_backward(&[&surrogate], &leaves, true, false)?;
+                    let mut total = surrogate;
+                    for (((a2_leaf, z), gz), a2) in pinv.iter().zip(&gzs).zip(&attn2) {
+                        let g_a2 = pull_back(z, gz, a2_leaf)?;
+                        total = tch::with_grad(|| -> Result<Tensor> {
                             let s2 = a2
                                 .f_reshape([-1])?
                                 .f_dot(&g_a2.f_to_kind(a2.kind())?.f_reshape([-1])?)?;
-                            surrogate.f_add(&s2)?.f_backward()?;
-                            Ok(())
+                            Ok(total.f_add(&s2)?)
                         })?;
                     }
-                    _ => surrogate.f_backward()?,
+                    tch::with_grad(|| total.f_backward())?;
                 }
                 let gx = x.grad();
                 if !gx.defined() {

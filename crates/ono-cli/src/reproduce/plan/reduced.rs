@@ -6,6 +6,7 @@ use anyhow::Result;
 use ono_data::normalizer::NormalizerKind;
 use ono_models::galerkin::ScalerGrids;
 use ono_models::{ModelConfig, NnBlock};
+use ono_nn::attention::Landmarks;
 use ono_nn::unet::INSTANCE_NORM_MIN_SIDE;
 use ono_train::config::TrainConfig;
 
@@ -323,7 +324,7 @@ fn smaller_model(m: &mut ModelConfig, tiny: bool) {
         // landmarks.
         ModelConfig::Ono(c) => {
             c.nn_block = NnBlock::LinearTransformer;
-            c.landmarks = w(64, 8);
+            c.landmarks = Landmarks::Fixed(w(64, 8));
             c.n_hidden = w(64, 8);
             c.n_head = w(4, 2);
             c.psi_dim = w(8, 4);
