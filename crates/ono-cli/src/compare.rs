@@ -17,6 +17,9 @@ use std::process::Command;
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
+use ono_data::normalizer::NormalizerKind;
+use ono_models::ModelConfig;
+use ono_nn::attention::Landmarks;
 use ono_train::bench_train::BatchReport;
 use ono_train::config::TrainConfig;
 
@@ -53,9 +56,24 @@ pub struct Options {
     /// Torch intra-op threads (default: libtorch's).
     #[arg(long)]
     pub threads: Option<i32>,
-    /// The seed of every run.
+    /// The seed of every run (the first, with `--seeds`).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Runs per model, at seeds `--seed`, `--seed` + 1, …: the report gives their mean and
+    /// spread (re-runs of these models on small data move by tens of percent).
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
+    /// The models' sizes: `quick` (the quick profile's, which train in minutes on a CPU) or
+    /// `paper` (the published presets). Default: quick on a CPU, paper on CUDA.
+    #[arg(long, value_enum)]
+    pub size: Option<Size>,
+}
+
+/// How large the compared models are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Size {
+    Quick,
+    Paper,
 }
 
 /// What became of one model.
@@ -65,6 +83,9 @@ pub enum Entry {
     /// Trained (or failed while training): `reproduce`'s outcome and the timed batches.
     Run {
         model: String,
+        /// Its seed (`--seeds` runs each model at several).
+        #[serde(default)]
+        seed: u64,
         outcome: Box<Outcome>,
         bench: Option<BatchReport>,
         epochs: u64,
@@ -117,11 +138,18 @@ pub fn run(o: Options) -> Result<bool> {
     // Read once: what decides the recipes and the budgets.
     let facts = {
         let ds = ono_data::dataset::TensorDataset::read(&data)?;
+        let size = o.size.unwrap_or(if o.device == "cpu" {
+            Size::Quick
+        } else {
+            Size::Paper
+        });
         Facts {
             path: data.clone(),
             kind: DataKind::of(&ds),
             ntrain: ds.train.len(),
             inputs: ds.train.fx.size()[2],
+            unit_box: in_unit_box(&ds)?,
+            size,
         }
     };
     let (kind, ntrain) = (&facts.kind, facts.ntrain);
@@ -146,6 +174,7 @@ pub fn run(o: Options) -> Result<bool> {
         commit: crate::reproduce::commit(),
         quiet: false,
         eval_batch: 4,
+        train_eval: true,
         rehearsal: false,
         reference: None,
         nproc_per_node: None,
@@ -156,30 +185,38 @@ pub fn run(o: Options) -> Result<bool> {
         kind.describe()
     );
     let mut entries = Vec::new();
-    for (i, model) in models.iter().enumerate() {
-        let label = format!("[{}/{}] {model}", i + 1, models.len());
-        let cfg = match recipe(model, &facts, o.seed)? {
-            Ok(cfg) => cfg,
-            Err(why) => {
-                eprintln!("{label}: refused: {why}");
-                entries.push(Entry::Refused {
-                    model: model.clone(),
-                    why,
-                });
-                continue;
+    'models: for (i, model) in models.iter().enumerate() {
+        for seed in o.seed..o.seed + o.seeds {
+            let mut label = format!("[{}/{}] {model}", i + 1, models.len());
+            if o.seeds > 1 {
+                label.push_str(&format!(" seed {seed}"));
             }
-        };
-        let dir = out.join(model);
-        let entry = run_model(
-            model,
-            cfg,
-            &dir,
-            (o.epochs, o.minutes),
-            &facts,
-            &ctx,
-            &label,
-        )?;
-        entries.push(entry);
+            let cfg = match recipe(model, &facts, seed)? {
+                Ok(cfg) => cfg,
+                Err(why) => {
+                    eprintln!("{label}: refused: {why}");
+                    entries.push(Entry::Refused {
+                        model: model.clone(),
+                        why,
+                    });
+                    continue 'models;
+                }
+            };
+            let entry = run_model(
+                model,
+                cfg,
+                &run_dir(&out, model, seed - o.seed),
+                (o.epochs, o.minutes),
+                &facts,
+                &ctx,
+                &label,
+            )?;
+            let refused = matches!(entry, Entry::Refused { .. });
+            entries.push(entry);
+            if refused {
+                continue 'models;
+            }
+        }
     }
     let failed = entries.iter().any(
         |e| matches!(e, Entry::Run { outcome, .. } if matches!(outcome.status, Status::Failed(_))),
@@ -207,6 +244,14 @@ pub fn run(o: Options) -> Result<bool> {
     Ok(!failed)
 }
 
+/// The folder of a model's `k`-th seed: the model's name for the first, `<model>@seed<k>` after.
+fn run_dir(out: &Path, model: &str, k: u64) -> PathBuf {
+    match k {
+        0 => out.join(model),
+        k => out.join(format!("{model}@seed{k}")),
+    }
+}
+
 /// What the recipes and budgets need to know of the data file.
 struct Facts {
     path: PathBuf,
@@ -215,6 +260,20 @@ struct Facts {
     ntrain: i64,
     /// Input channels at the points.
     inputs: i64,
+    /// Every coordinate of every sample lies in [-1, 1].
+    unit_box: bool,
+    size: Size,
+}
+
+/// Whether every coordinate of `ds` lies in [-1, 1] (padding rows are zeros, inside it): the
+/// range the models' coordinate inputs were designed for.
+fn in_unit_box(ds: &ono_data::dataset::TensorDataset) -> Result<bool> {
+    let mut inside = true;
+    for split in [&ds.train, &ds.test] {
+        let largest = split.pos.f_abs()?.f_max()?.f_double_value(&[])?;
+        inside &= largest <= 1.0;
+    }
+    Ok(inside)
 }
 
 /// The kind of a dataset, which decides the recipes.
@@ -303,6 +362,34 @@ fn recipe(
         d.normalize_y = d.normalize_y.or(Some(r.normalize_y));
         cfg.loss.kind = cfg.loss.kind.or(Some(r.loss));
     }
+    if let DataKind::Points { .. } = kind {
+        // Elasticity's recipes leave its raw coordinates in [0, 1] and its targets as they are;
+        // a user's fields and meshes come in any units. One mean and std per channel over every
+        // real point (the padding does not count), as ONO's and GNOT's UnitTransformer.
+        let d = &mut cfg.data;
+        if facts.inputs > 0 {
+            d.normalize_x = Some(NormalizerKind::Unit);
+        }
+        d.normalize_y = Some(NormalizerKind::Unit);
+        if !facts.unit_box {
+            d.normalize_pos = Some(NormalizerKind::Unit);
+        }
+    }
+    if facts.size == Size::Quick {
+        let side = match kind {
+            DataKind::Grid(g) => g.iter().copied().min(),
+            DataKind::Points { .. } => None,
+        };
+        plan::shrink_model(&mut cfg, false, side, task == Task::Darcy)?;
+    }
+    // The reference's 256 landmarks on a few hundred points are mostly zero padding (and its
+    // pseudo-inverse most of the step): attend exactly up to 256 points, with fewer landmarks
+    // beyond (`ono_nn::attention::Landmarks`).
+    cfg.model.edit(|m| {
+        if let ModelConfig::Ono(c) = m {
+            c.landmarks = Landmarks::Auto;
+        }
+    })?;
     // Darcy's derivative term is about Darcy's solution, not these data.
     cfg.loss.derivative_alpha = Some(0.0);
     // Geo-FNO's point-cloud model takes the coordinates alone.
@@ -380,6 +467,7 @@ fn run_model(
                     outcome.status = Status::Failed(why);
                     return Ok(Entry::Run {
                         model: model.into(),
+                        seed: cfg.seed,
                         outcome: Box::new(outcome),
                         bench: None,
                         epochs: 0,
@@ -440,6 +528,7 @@ fn run_model(
     outcome.peak_mb = bench.peak_rss_mb;
     Ok(Entry::Run {
         model: model.into(),
+        seed: cfg.seed,
         outcome: Box::new(outcome),
         bench: Some(bench),
         epochs: budget.epochs,
@@ -543,6 +632,75 @@ fn plot(out: &Path, entries: &[Entry]) -> Result<Option<String>> {
     Ok(Some(name.into()))
 }
 
+/// A model's row of `report.md`: its run, or the mean (± the sample standard deviation, with
+/// the range) of its runs at several seeds.
+fn run_row(model: &str, runs: &[&Entry], out: &Path) -> String {
+    let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("–".into(), f);
+    let parts: Vec<(&Outcome, &Option<BatchReport>, u64)> = runs
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Run {
+                outcome,
+                bench,
+                epochs,
+                ..
+            } => Some((outcome.as_ref(), bench, *epochs)),
+            Entry::Refused { .. } => None,
+        })
+        .collect();
+    let Some(&(first, bench, epochs)) = parts.first() else {
+        return String::new();
+    };
+    let mean = |f: &dyn Fn(&Outcome) -> Option<f64>| -> Option<f64> {
+        let v: Vec<f64> = parts.iter().filter_map(|p| f(p.0)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let failed = parts.iter().find_map(|p| match &p.0.status {
+        Status::Failed(m) | Status::MissingData(m) => Some(m),
+        Status::Done => None,
+    });
+    let tests: Vec<f64> = parts.iter().filter_map(|p| p.0.test_rel_l2).collect();
+    let err = match (failed, tests.len()) {
+        (Some(m), _) => format!("failed: {}", m.replace('|', "/").replace('\n', " ")),
+        (None, 0) => "–".into(),
+        (None, 1) => format!("{:.4e}", tests[0]),
+        (None, n) => {
+            let m = tests.iter().sum::<f64>() / n as f64;
+            let sd = (tests.iter().map(|t| (t - m).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+            let (lo, hi) = tests
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+            format!("{m:.4e} ± {sd:.1e} ({n} seeds, {lo:.3e}–{hi:.3e})")
+        }
+    };
+    let links: Vec<String> = ["curves.png", "panels.png"]
+        .iter()
+        .filter(|f| out.join(model).join(f).is_file())
+        .map(|f| format!("[{}]({model}/{f})", f.trim_end_matches(".png")))
+        .collect();
+    let steps = match (first.steps, bench) {
+        (Some(s), Some(b)) => format!("{s} × {}", b.batch),
+        (Some(s), None) => s.to_string(),
+        (None, _) => "–".into(),
+    };
+    format!(
+        "| {} | {err} | {} | {} | {} | {epochs} | {steps} | {} | {} | {} | {} | {} |\n",
+        plan::model_label(model),
+        num(first.mean_field, &|v| format!("{v:.4e}")),
+        num(mean(&|o| o.train_loss), &|v| format!("{v:.4e}")),
+        num(mean(&|o| o.train_eval_rel_l2), &|v| format!("{v:.4e}")),
+        first.params.map_or("–".into(), |p| p.to_string()),
+        num(first.step_s, &|v| format!("{v:.3}")),
+        num(first.peak_mb, &|v| format!("{v:.0}")),
+        crate::reproduce::clock(parts.iter().map(|p| p.0.wall_s).sum()),
+        if links.is_empty() {
+            "–".into()
+        } else {
+            links.join(", ")
+        }
+    )
+}
+
 /// `report.md`: one row per model.
 fn report(s: &Summary, out: &Path) -> String {
     let mut md = format!(
@@ -550,10 +708,12 @@ fn report(s: &Summary, out: &Path) -> String {
          Each model trains with its committed recipe for the paper's benchmark of this kind \
          (`experiments/`), the same budget for all; errors are the test split's relative L2 \
          of the last epoch's checkpoint, the mean field is the error of predicting the training \
-         targets' mean. Time per batch and peak memory are from `ono bench-train` in a process \
-         of its own.\n\n\
-         | model | test rel. L2 | mean field | epochs | parameters | s / batch | peak MB | wall | curves |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+         targets' mean. The training loss is the last epoch's, in the recipe's loss and in \
+         training mode; beside it the result's relative L2 on the training samples in evaluation mode: far apart, the two \
+         modes disagree (running statistics). Time per batch and peak memory are from `ono \
+         bench-train` in a process of its own.\n\n\
+         | model | test rel. L2 | mean field | train loss | train, eval mode | epochs | steps × batch | parameters | s / batch | peak MB | wall | curves |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
         s.data.display(),
         s.data.display(),
         s.kind,
@@ -562,53 +722,32 @@ fn report(s: &Summary, out: &Path) -> String {
         s.commit,
         s.finished
     );
-    let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("–".into(), f);
+    let mut models: Vec<&str> = Vec::new();
     for e in &s.entries {
-        match e {
-            Entry::Run {
-                model,
-                outcome,
-                epochs,
-                ..
-            } => {
-                let err = match &outcome.status {
-                    Status::Done => num(outcome.test_rel_l2, &|v| format!("{v:.4e}")),
-                    Status::Failed(m) | Status::MissingData(m) => {
-                        format!("failed: {}", m.replace('|', "/").replace('\n', " "))
-                    }
-                };
-                let figure = |name: &str| {
-                    out.join(model)
-                        .join(name)
-                        .is_file()
-                        .then(|| format!("[{}]({model}/{name})", name.trim_end_matches(".png")))
-                };
-                md.push_str(&format!(
-                    "| {} | {err} | {} | {epochs} | {} | {} | {} | {} | {} |\n",
-                    plan::model_label(model),
-                    num(outcome.mean_field, &|v| format!("{v:.4e}")),
-                    outcome.params.map_or("–".into(), |p| p.to_string()),
-                    num(outcome.step_s, &|v| format!("{v:.3}")),
-                    num(outcome.peak_mb, &|v| format!("{v:.0}")),
-                    crate::reproduce::clock(outcome.wall_s),
-                    {
-                        let links: Vec<String> = ["curves.png", "panels.png"]
-                            .iter()
-                            .filter_map(|f| figure(f))
-                            .collect();
-                        if links.is_empty() {
-                            "–".into()
-                        } else {
-                            links.join(", ")
-                        }
-                    }
-                ));
-            }
-            Entry::Refused { model, why } => md.push_str(&format!(
-                "| {} | refused: {} | | | | | | | |\n",
+        let model = match e {
+            Entry::Run { model, .. } | Entry::Refused { model, .. } => model.as_str(),
+        };
+        if !models.contains(&model) {
+            models.push(model);
+        }
+    }
+    for model in models {
+        let runs: Vec<&Entry> = s
+            .entries
+            .iter()
+            .filter(|e| matches!(e, Entry::Run { model: m, .. } if m == model))
+            .collect();
+        let refusal = s.entries.iter().find_map(|e| match e {
+            Entry::Refused { model: m, why } if m == model => Some(why),
+            _ => None,
+        });
+        match (runs.is_empty(), refusal) {
+            (true, Some(why)) => md.push_str(&format!(
+                "| {} | refused: {} | | | | | | | | | | |\n",
                 plan::model_label(model),
                 why.replace('|', "/")
             )),
+            _ => md.push_str(&run_row(model, &runs, out)),
         }
     }
     md

@@ -14,10 +14,12 @@ use crate::device;
 #[derive(Subcommand)]
 pub enum DataCmd {
     /// What a benchmark's files hold: the files found, their arrays (shapes, dtypes), the split
-    /// sizes, the subsampled resolution, value ranges and the fitted normalizer statistics.
+    /// sizes, the subsampled resolution, value ranges and the fitted normalizer statistics. Or
+    /// what a dataset file (of `ono data import`, `ono data darcy`, …) holds: its layout, the
+    /// splits, the channels and their ranges over the real points, where it was imported from.
     Info {
         /// darcy, ns2d, burgers, airfoil, pipe, elasticity, elasticity_grid, plasticity,
-        /// darcy_inverse, neuralop_darcy, neuralop_burgers.
+        /// darcy_inverse, neuralop_darcy, neuralop_burgers; or a dataset file.
         benchmark: String,
         /// The folder with the files (default: $ONO_DATA_DIR, else ./data).
         #[arg(long)]
@@ -214,6 +216,9 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             noise,
             test_resolution,
         } => {
+            if std::path::Path::new(&benchmark).is_file() {
+                return file_info(std::path::Path::new(&benchmark));
+            }
             let layout: Layout = layout
                 .parse()
                 .map_err(|_| anyhow::anyhow!("--layout: `{layout}` is not ono, fno or galerkin"))?;
@@ -392,8 +397,109 @@ fn data_import(a: ImportArgs) -> Result<()> {
     Ok(())
 }
 
+/// `ono data info FILE`: a dataset file described.
+fn file_info(path: &std::path::Path) -> Result<()> {
+    let ds = ono_data::dataset::TensorDataset::read(path)?;
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "dataset file {} ({:.1} MB)",
+        path.display(),
+        size as f64 / 1e6
+    );
+    let channels = |t: &Tensor| t.size().get(2).copied().unwrap_or(0);
+    match &ds.grid {
+        Some(g) => println!("layout: a grid {g:?} (row-major)"),
+        None => {
+            let lengths: Vec<i64> = [&ds.train, &ds.test]
+                .iter()
+                .flat_map(|s| match &s.lengths {
+                    Some(l) => l.clone(),
+                    None => vec![s.points(); s.len() as usize],
+                })
+                .collect();
+            let (lo, hi) = (
+                lengths.iter().min().copied().unwrap_or(0),
+                lengths.iter().max().copied().unwrap_or(0),
+            );
+            if lo == hi {
+                println!("layout: point clouds of {hi} points");
+            } else {
+                println!("layout: point clouds of {lo} to {hi} points (padded, with each sample's length)");
+            }
+        }
+    }
+    println!(
+        "channels: {} coordinates, {} inputs, {} targets",
+        channels(&ds.train.pos),
+        channels(&ds.train.fx),
+        channels(&ds.train.y)
+    );
+    for (name, split) in [("train", &ds.train), ("test", &ds.test)] {
+        // The real rows of every sample, padding left out.
+        let real = |t: &Tensor| -> Result<Tensor> {
+            let rows = match &split.lengths {
+                Some(lengths) => Tensor::f_cat(
+                    &lengths
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &l)| t.f_get(i as i64)?.f_narrow(0, 0, l))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    0,
+                )?,
+                None => t.f_reshape([-1, channels(t)])?,
+            };
+            Ok(rows.f_to_kind(Kind::Double)?)
+        };
+        let ranges = |t: &Tensor| -> Result<String> {
+            let rows = real(t)?;
+            let (lo, hi) = (rows.f_amin(0, false)?, rows.f_amax(0, false)?);
+            let (lo, hi) = (Vec::<f64>::try_from(&lo)?, Vec::<f64>::try_from(&hi)?);
+            Ok(lo
+                .iter()
+                .zip(&hi)
+                .map(|(a, b)| format!("[{a:.4e}, {b:.4e}]"))
+                .collect::<Vec<_>>()
+                .join(" "))
+        };
+        println!("{name}: {} samples", split.len());
+        for (what, t) in [
+            ("coordinates", &split.pos),
+            ("inputs", &split.fx),
+            ("targets", &split.y),
+        ] {
+            if channels(t) > 0 && t.dim() == 3 {
+                println!("  {what:<11} {}", ranges(t)?);
+            }
+        }
+    }
+    if let Some(m) = ono_data::import::read_manifest(path)? {
+        let fields = |f: &[ono_data::import::Field]| {
+            f.iter()
+                .map(|f| format!("{} ({})", f.name, f.components))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let first = m.train.first().or(m.test.first());
+        println!(
+            "imported ({:?} files, {:?} data) from {} files{}: inputs {}; targets {}; coordinates {:?}; test fraction {}, seed {}",
+            m.format,
+            m.association,
+            m.train.len() + m.test.len(),
+            first.map_or(String::new(), |s| format!(" (first {})", s.file.display())),
+            fields(&m.inputs),
+            fields(&m.targets),
+            m.coords,
+            m.test_fraction,
+            m.seed
+        );
+    }
+    Ok(())
+}
+
 fn data_info(benchmark: &str, data_dir: Option<PathBuf>, opts: &LoadOptions) -> Result<()> {
-    let b: Benchmark = benchmark.parse()?;
+    let b: Benchmark = benchmark
+        .parse()
+        .map_err(|e| anyhow::anyhow!("{e} (nor is `{benchmark}` a dataset file: no such file)"))?;
     let layout = opts.layout;
     let dir = ono_data::benchmarks::data_dir(data_dir.as_deref());
     let loaded = ono_data::benchmarks::load(b, &dir, opts)?;

@@ -47,28 +47,65 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         "--out",
         &p("set.safetensors"),
     ]);
+    // `ono data info` describes the file it wrote.
+    let out = ono()
+        .args(["data", "info", &p("set.safetensors")])
+        .output()
+        .unwrap();
+    ok(&out);
+    let info = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "layout: point clouds of ",
+        "channels: 2 coordinates, 1 inputs, 1 targets",
+        "train: 8 samples",
+        "inputs a (1); targets u (1)",
+    ] {
+        assert!(info.contains(line), "no {line} in\n{info}");
+    }
     let out = ono()
         .args([
             "compare",
             "--data",
             &p("set.safetensors"),
             "--models",
-            "gnot,transolver,fno",
+            "ono,gnot,transolver,fno",
         ])
         .args(["--epochs", "1", "--out", &p("compare")])
         .output()
         .unwrap();
     ok(&out);
-    let summary = summary(&dir.join("compare"));
-    let entries = summary["entries"].as_array().unwrap();
+    let first = summary(&dir.join("compare"));
+    let entries = first["entries"].as_array().unwrap();
     let error = |model: &str| -> f64 {
         let e = entries.iter().find(|e| e["model"] == model).unwrap();
         assert_eq!(e["result"], "run", "{e}");
         assert_eq!(e["outcome"]["status"], "done", "{e}");
         e["outcome"]["test_rel_l2"].as_f64().unwrap()
     };
-    let (gnot, transolver) = (error("gnot"), error("transolver"));
-    assert!(gnot.is_finite() && transolver.is_finite());
+    let (gnot, transolver, ono_err) = (error("gnot"), error("transolver"), error("ono"));
+    assert!(gnot.is_finite() && transolver.is_finite() && ono_err.is_finite());
+    // ONO takes the padding mask: real batches, not one sample per micro-batch; and every run
+    // is evaluated on its training samples too.
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!log.contains("one sample at a time"), "{log}");
+    let bench: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("compare/ono/bench.json")).unwrap())
+            .unwrap();
+    assert_eq!(bench["accumulate_steps"], 1, "{bench}");
+    for model in ["ono", "gnot", "transolver"] {
+        let e = entries.iter().find(|e| e["model"] == model).unwrap();
+        assert!(
+            e["outcome"]["train_eval_rel_l2"]
+                .as_f64()
+                .unwrap()
+                .is_finite(),
+            "{e}"
+        );
+        assert!(
+            e["outcome"]["train_loss"].as_f64().unwrap().is_finite(),
+            "{e}"
+        );
+    }
     let fno = entries.iter().find(|e| e["model"] == "fno").unwrap();
     assert_eq!(fno["result"], "refused");
     assert!(
@@ -78,10 +115,12 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
     let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
     assert!(dir.join("compare/compare.png").is_file());
     for row in [
+        "| ONO (ours) | ",
         "| GNOT | ",
         "| Transolver",
         "| FNO | refused: ",
         "(compare.png)",
+        "| train loss | train, eval mode |",
     ] {
         assert!(report.contains(row), "no {row} in\n{report}");
     }
@@ -99,6 +138,30 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         .unwrap();
     let log = String::from_utf8_lossy(&again.stderr);
     assert!(log.matches("done before").count() == 2, "{log}");
+    // A second seed of ONO: the first is done, the second trains; the row gives both.
+    let seeds = ono()
+        .args([
+            "compare",
+            "--data",
+            &p("set.safetensors"),
+            "--models",
+            "ono",
+        ])
+        .args(["--epochs", "1", "--seeds", "2", "--out", &p("compare")])
+        .output()
+        .unwrap();
+    ok(&seeds);
+    let seeded = summary(&dir.join("compare"));
+    let seeds: Vec<u64> = seeded["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seeds, [0, 1]);
+    assert!(dir.join("compare/ono@seed1/bench.json").is_file());
+    let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
+    assert!(report.contains(" (2 seeds, "), "{report}");
 
     let ckpt = p("compare/gnot/checkpoints/last.safetensors");
     let predicted = |format: &str| -> serde_json::Value {

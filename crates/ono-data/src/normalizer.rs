@@ -62,6 +62,18 @@ impl Normalizer {
                 Tensor::f_zeros([1], (k, train.device()))?,
                 Tensor::f_ones([1], (k, train.device()))?,
             ),
+            // No channels (an input function moved onto its own points, `fx_as_function`):
+            // empty statistics, without libtorch's warning about an empty std's degrees of freedom.
+            _ if sz[2] == 0 => {
+                let dims: &[i64] = if kind == NormalizerKind::Unit {
+                    &[0, 1]
+                } else {
+                    &[0]
+                };
+                let mean = train.f_mean_dim(dims, true, k)?;
+                let std = mean.f_ones_like()?;
+                (mean, std)
+            }
             NormalizerKind::Unit => (
                 train.f_mean_dim(&[0i64, 1][..], true, k)?,
                 train

@@ -60,6 +60,9 @@ pub fn bench_train(config: TrainConfig, warmup: usize, timed: usize) -> Result<B
         "ono-bench-train-{}-never-written",
         std::process::id()
     ));
+    // The schedule must reach every timed step: a data set of one batch per epoch times more
+    // batches than one epoch has (the learning rate's values do not change the time).
+    config.epochs = config.epochs.max((warmup + timed) as u64);
     let run = RunSpec::resolve(config)?;
     let mut trainer = Trainer::new(run, false)?;
     let mut times = trainer.time_batches(warmup, timed)?;

@@ -168,12 +168,32 @@ pub struct Evaluation {
     pub trained_steps: u64,
 }
 
+/// Which split of the data a checkpoint is evaluated on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvalSplit {
+    Test,
+    /// The training samples, in evaluation mode: set beside the training loss, it shows what
+    /// the model's training mode and evaluation mode disagree by (running statistics).
+    Train,
+}
+
 /// `checkpoint`'s test errors on `data`, on `device`, `batch` samples per forward pass. Another
 /// resolution than the training data's is fine: pointwise normalizers are interpolated onto its
 /// grid.
 pub fn evaluate_checkpoint(
     checkpoint: &Path,
     data: &EvalData,
+    device: Device,
+    batch: i64,
+) -> Result<Evaluation> {
+    evaluate_checkpoint_split(checkpoint, data, EvalSplit::Test, device, batch)
+}
+
+/// [`evaluate_checkpoint`] on either split (the errors are named `test_*` whichever it is).
+pub fn evaluate_checkpoint_split(
+    checkpoint: &Path,
+    data: &EvalData,
+    which: EvalSplit,
     device: Device,
     batch: i64,
 ) -> Result<Evaluation> {
@@ -209,30 +229,31 @@ pub fn evaluate_checkpoint(
             (resolve_data(&section, &state.config.loss)?.dataset, name)
         }
     };
-    let ysz = ds.test.y.size();
+    let (part, grid) = match which {
+        EvalSplit::Test => (&ds.test, ds.effective_test_grid()),
+        EvalSplit::Train => (&ds.train, ds.grid.as_deref()),
+    };
+    let ysz = part.y.size();
     let steps = if ysz.len() == 4 { ysz[3] } else { 0 };
     // A test split at a resolution of its own beside a training split at the trained one: the
     // statistics go from the training points to the test points by their positions.
-    let norms = if ds.test_grid.is_some() && ds.grid == p.grid {
+    let norms = if which == EvalSplit::Test && ds.test_grid.is_some() && ds.grid == p.grid {
         p.normalizers.for_test_split(&ds)?
     } else {
-        p.normalizers_for(ds.effective_test_grid(), ds.query_grid.as_deref())?
+        p.normalizers_for(grid, ds.query_grid.as_deref())?
     };
-    let split = normalized(&ds.test, &norms, device, p.kind())?;
-    let errs = evaluate(
-        &p.model,
-        &norms.y,
-        &split,
-        p.regime,
-        ds.effective_test_grid(),
-        batch,
-        steps,
-    )?;
+    let split = normalized(part, &norms, device, p.kind())?;
+    let errs = evaluate(&p.model, &norms.y, &split, p.regime, grid, batch, steps)?;
+    let target_grid = match which {
+        EvalSplit::Test => ds.test_target_grid(),
+        EvalSplit::Train if ds.train.query.is_some() => ds.query_grid.as_deref(),
+        EvalSplit::Train => ds.grid.as_deref(),
+    };
     Ok(Evaluation {
         checkpoint: checkpoint.to_path_buf(),
         data: name,
         samples: split.len(),
-        grid: ds.test_target_grid().map(<[i64]>::to_vec),
+        grid: target_grid.map(<[i64]>::to_vec),
         test_rel_l2: errs.full,
         per_step: errs.per_step,
         trained_steps: state.global_step,

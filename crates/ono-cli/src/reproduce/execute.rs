@@ -56,6 +56,16 @@ pub struct Outcome {
     /// Test error with the test set at other resolutions ("32" → error).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub at_resolution: BTreeMap<String, f64>,
+    /// The last epoch's mean training loss (training mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_loss: Option<f64>,
+    /// The result's relative L2 on the training samples in evaluation mode (`ono compare`):
+    /// beside `train_loss`, what training and evaluation mode disagree by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_eval_rel_l2: Option<f64>,
+    /// Optimizer steps trained.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<u64>,
     /// Median seconds per training step (Table 2).
     pub step_s: Option<f64>,
     pub params: Option<i64>,
@@ -189,6 +199,9 @@ impl Outcome {
             at_stride: BTreeMap::new(),
             grid_at_stride: BTreeMap::new(),
             at_resolution: BTreeMap::new(),
+            train_loss: None,
+            train_eval_rel_l2: None,
+            steps: None,
             step_s: None,
             params: None,
             peak_mb: None,
@@ -633,7 +646,31 @@ fn train(
         )?;
         at_resolution.insert(s.to_string(), v.test_rel_l2);
     }
+    let state = ono_train::checkpoint::Checkpoint::load(&summary.result_checkpoint)?.state;
+    let train_loss = state.history.last().map(|r| r.train_loss);
+    let steps = state.global_step;
+    let train_eval = if ctx.train_eval {
+        // Samples per forward pass as the trainer evaluates: a model trained a micro-batch at a
+        // time (samples of different sizes and no padding mask) is evaluated so too.
+        let per_forward = (cfg.batch_size.max(1) as u64).div_ceil(cfg.accumulate_steps.max(1));
+        let v = ono_train::evaluate::evaluate_checkpoint_split(
+            &summary.result_checkpoint,
+            &EvalData::Own {
+                r: None,
+                test_resolution: None,
+            },
+            ono_train::evaluate::EvalSplit::Train,
+            cfg.device()?,
+            per_forward as i64,
+        )?;
+        Some(v.test_rel_l2)
+    } else {
+        None
+    };
     Ok(Box::new(move |o: &mut Outcome| {
+        o.train_loss = train_loss;
+        o.train_eval_rel_l2 = train_eval;
+        o.steps = Some(steps);
         o.at_resolution = at_resolution;
         o.test_rel_l2 = Some(test);
         o.mean_field = Some(mean_field);

@@ -153,6 +153,8 @@ pub struct Context {
     pub reference: Option<execute::ReferenceLoop>,
     /// Train each experiment in this many data-parallel processes (`--nproc-per-node`).
     pub nproc_per_node: Option<usize>,
+    /// Also evaluate each result on its training samples (`Outcome::train_eval_rel_l2`).
+    pub train_eval: bool,
 }
 
 #[cfg(test)]
@@ -167,6 +169,7 @@ impl Context {
             commit: String::new(),
             quiet: true,
             eval_batch: 1,
+            train_eval: false,
             rehearsal: false,
             reference: None,
             nproc_per_node: None,
@@ -256,6 +259,7 @@ pub fn run(o: Options) -> Result<bool> {
         commit: commit(),
         quiet: false,
         eval_batch: 4,
+        train_eval: false,
         rehearsal: o.rehearse,
         reference: match o.reference_python {
             Some(python) => {

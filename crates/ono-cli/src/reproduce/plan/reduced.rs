@@ -238,30 +238,7 @@ impl Reduced {
     /// of 16; 10 and 12 of 32 or 43 stay), and on a Darcy grid (`darcy`) the Galerkin
     /// Transformer's scaler grids follow it.
     fn shrink(&self, cfg: &mut TrainConfig, grid_side: Option<i64>, darcy: bool) -> Result<()> {
-        let tiny = self.tiny;
-        cfg.model.edit(|m| {
-            smaller_model(m, tiny);
-            let Some(side) = grid_side else {
-                return;
-            };
-            let fit = |modes: &mut i64| *modes = (*modes).min(side / 2);
-            match m {
-                ModelConfig::Galerkin(c) => {
-                    if darcy {
-                        // The preset's 141 → 43 scaler grids, at the reduced training grid.
-                        c.scaler_grids = Some(galerkin_grids(side));
-                    }
-                    fit(&mut c.fourier_modes);
-                }
-                ModelConfig::Fno2d(c) => c.modes.iter_mut().for_each(fit),
-                ModelConfig::Fno3d(c) => c.modes.iter_mut().take(2).for_each(fit),
-                ModelConfig::GeoFno(c) => c.modes.iter_mut().for_each(fit),
-                ModelConfig::Ufno(c) => fit(&mut c.nsl.modes),
-                ModelConfig::Ffno(c) => fit(&mut c.nsl.modes),
-                _ => {}
-            }
-        })?;
-        Ok(())
+        shrink_model(cfg, self.tiny, grid_side, darcy)
     }
 
     /// The data a task's experiments read, in words.
@@ -310,6 +287,40 @@ pub const NEURALOP_DARCY: &str = "neuralop_darcy";
 pub const NEURALOP_DARCY_SIDE: i64 = 16;
 /// The neuraloperator Darcy set's other test resolution (Table 3's zero-shot column).
 pub const NEURALOP_DARCY_ZERO_SHOT: usize = 32;
+
+/// The quick profile's model of `cfg`'s architecture (`tiny`: the smoke profile's), fitted to the
+/// side of the grid it trains on (`grid_side`): no spectral layer keeps more Fourier modes than
+/// the grid has, and on a Darcy grid (`darcy`) the Galerkin Transformer's scaler grids follow it.
+pub fn shrink_model(
+    cfg: &mut TrainConfig,
+    tiny: bool,
+    grid_side: Option<i64>,
+    darcy: bool,
+) -> Result<()> {
+    cfg.model.edit(|m| {
+        smaller_model(m, tiny);
+        let Some(side) = grid_side else {
+            return;
+        };
+        let fit = |modes: &mut i64| *modes = (*modes).min(side / 2);
+        match m {
+            ModelConfig::Galerkin(c) => {
+                if darcy {
+                    // The preset's 141 → 43 scaler grids, at the reduced training grid.
+                    c.scaler_grids = Some(galerkin_grids(side));
+                }
+                fit(&mut c.fourier_modes);
+            }
+            ModelConfig::Fno2d(c) => c.modes.iter_mut().for_each(fit),
+            ModelConfig::Fno3d(c) => c.modes.iter_mut().take(2).for_each(fit),
+            ModelConfig::GeoFno(c) => c.modes.iter_mut().for_each(fit),
+            ModelConfig::Ufno(c) => fit(&mut c.nsl.modes),
+            ModelConfig::Ffno(c) => fit(&mut c.nsl.modes),
+            _ => {}
+        }
+    })?;
+    Ok(())
+}
 
 /// Smaller models for the reduced profiles: the same architecture and block types, fewer and
 /// narrower layers (the quick width, or the smoke profile's tiny one).
