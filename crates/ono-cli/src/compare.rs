@@ -103,6 +103,11 @@ pub struct Summary {
     pub device: String,
     pub commit: String,
     pub finished: String,
+    /// The error of the training targets' mean at the nearest training points, one per sample
+    /// (`ono_train::evaluate::local_mean_field_error`): the floor by position where the samples'
+    /// points differ (the report's mean field column is then a constant field's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_mean_field: Option<f64>,
     pub entries: Vec<Entry>,
 }
 
@@ -150,6 +155,7 @@ pub fn run(o: Options) -> Result<bool> {
             inputs: ds.train.fx.size()[2],
             unit_box: in_unit_box(&ds)?,
             size,
+            local_mean_field: ono_train::evaluate::local_mean_field_error(&ds)?,
         }
     };
     let (kind, ntrain) = (&facts.kind, facts.ntrain);
@@ -228,6 +234,7 @@ pub fn run(o: Options) -> Result<bool> {
         device: ctx.device.clone(),
         commit: ctx.commit.clone(),
         finished: crate::reproduce::utc_now(),
+        local_mean_field: facts.local_mean_field,
         entries,
     };
     execute::write_json(&out.join("summary.json"), &summary)?;
@@ -263,6 +270,8 @@ struct Facts {
     /// Every coordinate of every sample lies in [-1, 1].
     unit_box: bool,
     size: Size,
+    /// The mean field by position, where the samples' points differ.
+    local_mean_field: Option<f64>,
 }
 
 /// Whether every coordinate of `ds` lies in [-1, 1] (padding rows are zeros, inside it): the
@@ -722,6 +731,19 @@ fn report(s: &Summary, out: &Path) -> String {
         s.commit,
         s.finished
     );
+    if let Some(v) = s.local_mean_field {
+        // Inserted before the table: the samples' points differ, so the column's floor is a
+        // constant field; this one follows the position.
+        let at = md.find("| model |").unwrap_or(md.len());
+        md.insert_str(
+            at,
+            &format!(
+                "The samples' points differ, so the mean field column is a constant field per \
+                 channel; by position (at each test point the training targets' mean at the \
+                 nearest training points, one per sample) the floor is {v:.4e}.\n\n"
+            ),
+        );
+    }
     let mut models: Vec<&str> = Vec::new();
     for e in &s.entries {
         let model = match e {

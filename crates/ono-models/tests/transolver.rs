@@ -291,3 +291,85 @@ fn heads_need_not_divide_the_width() {
     let out = m.forward(&ModelInput::new(&pos, &fx), false).unwrap();
     assert_eq!(out.size(), [1, 5, 3]);
 }
+
+/// On point clouds a padded batch (garbage in its padding) gives each real point what its sample
+/// alone gives, in the output and every gradient (Transolver keeps no batch statistics, so each
+/// sample alone is the oracle); padded output rows are zero.
+#[test]
+fn a_padded_batch_of_point_clouds_is_its_samples_alone() {
+    ono_testing::init();
+    let _rng = ono_testing::torch_rng_lock();
+    tch::manual_seed(5);
+    let opts = (Kind::Double, Device::Cpu);
+    let m = Model::new(
+        &small(Geotype::Unstructured, 2, false).into(),
+        Device::Cpu,
+        Kind::Double,
+    )
+    .unwrap();
+    // O(1) weights: at NSL's init the slice weights are nearly uniform and their gradients
+    // numerically zero (the fixture README), which would test nothing.
+    tch::no_grad(|| {
+        for (name, var) in m.var_store().variables() {
+            if !name.ends_with("temperature") {
+                var.shallow_clone().copy_(&(var.randn_like() * 0.5));
+            }
+        }
+    });
+    let (lengths, n) = ([7i64, 12, 4], 15);
+    let samples: Vec<(Tensor, Tensor)> = lengths
+        .iter()
+        .map(|&l| {
+            (
+                Tensor::rand([1, l, 2], opts),
+                Tensor::randn([1, l, 2], opts),
+            )
+        })
+        .collect();
+    let pad = |t: &Tensor| {
+        let garbage = Tensor::randn([1, n - t.size()[1], t.size()[2]], opts) * 3.0 + 1.0;
+        Tensor::cat(&[t, &garbage], 1)
+    };
+    let pos = Tensor::cat(&samples.iter().map(|s| pad(&s.0)).collect::<Vec<_>>(), 0);
+    let fx = Tensor::cat(&samples.iter().map(|s| pad(&s.1)).collect::<Vec<_>>(), 0);
+    let mask = Tensor::stack(
+        &lengths
+            .iter()
+            .map(|&l| Tensor::arange(n, (Kind::Int64, Device::Cpu)).lt(l))
+            .collect::<Vec<_>>(),
+        0,
+    );
+    let grads = || -> Vec<(String, Tensor)> {
+        let mut v: Vec<(String, Tensor)> = m
+            .var_store()
+            .variables()
+            .into_iter()
+            .map(|(name, t)| {
+                let g = t.grad().copy();
+                t.grad().zero_();
+                (name, g)
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let out = m
+        .forward(&ModelInput::new(&pos, &fx).with_mask(Some(&mask)), true)
+        .unwrap();
+    out.square().sum(Kind::Double).backward();
+    let padded = grads();
+    let mut total = Tensor::zeros([], opts);
+    for (i, ((p, f), &l)) in samples.iter().zip(&lengths).enumerate() {
+        let alone = m.forward(&ModelInput::new(p, f), true).unwrap();
+        let row = out.narrow(0, i as i64, 1);
+        ono_testing::assert_close(&row.narrow(1, 0, l), &alone, 1e-12, 1e-14);
+        assert_eq!(row.narrow(1, l, n - l).abs().max().double_value(&[]), 0.0);
+        total += alone.square().sum(Kind::Double);
+    }
+    total.backward();
+    for ((name, a), (_, b)) in padded.iter().zip(grads()) {
+        let scale = b.abs().max().double_value(&[]);
+        assert!(scale > 0.0, "{name}");
+        ono_testing::assert_close(a, &b, 1e-10, 1e-10 * scale);
+    }
+}

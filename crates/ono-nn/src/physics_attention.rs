@@ -167,12 +167,22 @@ impl PhysicsAttention {
         &self.cfg
     }
 
+    /// On a padded batch of point clouds, `mask` marks the real points: the slice tokens are
+    /// weighted sums over real points only, so each real point gets what its sample alone would
+    /// give (NSL has no mask; the mathematics allows it exactly). A structured mesh has no padding.
+    ///
     /// # Shapes
     /// - `z`: (B, N, dim)
     /// - `grid`: the row-major grid shape of the N points (structured meshes; optional in 1-D,
     ///   where the N points are the axis; not read on point clouds)
+    /// - `mask`: (B, N), point clouds only
     /// - returns: (B, N, dim)
-    pub fn forward(&self, z: &Tensor, grid: Option<&[i64]>) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        z: &Tensor,
+        grid: Option<&[i64]>,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
         const OP: &str = "PhysicsAttention";
         let c = &self.cfg;
         let size = z.size();
@@ -209,6 +219,15 @@ impl PhysicsAttention {
             }
         };
         let grid = grid.as_deref();
+        if let Some(m) = mask {
+            if c.geometry != Geometry::Unstructured {
+                return Err(Error::Config(
+                    "PhysicsAttention: a padding mask needs a point cloud (a structured mesh has no padding)"
+                        .into(),
+                ));
+            }
+            crate::padding::check_mask(OP, m, size[0], n)?;
+        }
         let fx_mid = split_heads(&self.in_project_fx.forward(z, grid)?, c.heads)?;
         let x_mid = split_heads(&self.in_project_x.forward(z, grid)?, c.heads)?;
         let tau = match c.geometry {
@@ -223,10 +242,15 @@ impl PhysicsAttention {
             .forward(&x_mid)?
             .f_div(&tau)?
             .f_softmax(-1, kind)?; // (B, H, N, G)
-        let norm = w
+                                   // The slicing weights: padded points take no part in any slice.
+        let w_in = match mask {
+            Some(m) => w.f_mul(&m.f_to_kind(kind)?.f_view([size[0], 1, n, 1])?)?,
+            None => w.shallow_clone(),
+        };
+        let norm = w_in
             .f_sum_dim_intlist(2, false, kind)?
             .f_add_scalar(SLICE_EPS)?; // (B, H, G)
-        let tokens = matmul(&w.f_transpose(-2, -1)?, &fx_mid)?.f_div(&norm.f_unsqueeze(-1)?)?; // (B, H, G, d)
+        let tokens = matmul(&w_in.f_transpose(-2, -1)?, &fx_mid)?.f_div(&norm.f_unsqueeze(-1)?)?; // (B, H, G, d)
         let out = ono_kernels::attention::softmax(
             &self.to_q.forward(&tokens)?,
             &self.to_k.forward(&tokens)?,
@@ -278,7 +302,7 @@ mod tests {
             let (s1, s2) = (3i64, 4i64);
             let n = s1 * s2;
             let z = Tensor::randn([2, n, 6], (Kind::Double, Device::Cpu));
-            let out = attn.forward(&z, Some(&[s1, s2])).unwrap();
+            let out = attn.forward(&z, Some(&[s1, s2]), None).unwrap();
             let got = Vec::<f64>::try_from(out.reshape([-1])).unwrap();
 
             let get = |name: &str| -> Vec<f64> {
@@ -418,7 +442,10 @@ mod tests {
             let t = vs.variables()["temperature"].shallow_clone();
             tch::no_grad(|| t.shallow_clone().copy_(&t.full_like(0.05)));
             let z = Tensor::randn([1, 5, 6], (Kind::Float, Device::Cpu));
-            attn.forward(&z, None).unwrap().sum(Kind::Float).backward();
+            attn.forward(&z, None, None)
+                .unwrap()
+                .sum(Kind::Float)
+                .backward();
             let g = t.grad().abs().max().double_value(&[]);
             assert_eq!(g == 0.0, zero, "{geometry:?}: {g}");
         }
@@ -431,12 +458,12 @@ mod tests {
             .init(&vs.root())
             .unwrap();
         let z = Tensor::randn([1, 6, 6], (Kind::Float, Device::Cpu));
-        assert!(attn.forward(&z, Some(&[2, 3])).is_ok());
-        assert!(attn.forward(&z, None).is_err());
-        assert!(attn.forward(&z, Some(&[3, 3])).is_err());
-        assert!(attn.forward(&z, Some(&[6])).is_err());
+        assert!(attn.forward(&z, Some(&[2, 3]), None).is_ok());
+        assert!(attn.forward(&z, None, None).is_err());
+        assert!(attn.forward(&z, Some(&[3, 3]), None).is_err());
+        assert!(attn.forward(&z, Some(&[6]), None).is_err());
         let wide = Tensor::randn([1, 6, 5], (Kind::Float, Device::Cpu));
-        assert!(attn.forward(&wide, Some(&[2, 3])).is_err());
+        assert!(attn.forward(&wide, Some(&[2, 3]), None).is_err());
         assert!(PhysicsAttentionConfig {
             slice_num: 0,
             ..cfg(Geometry::Unstructured)

@@ -334,6 +334,76 @@ pub fn mean_field_error(ds: &TensorDataset) -> Result<f64> {
     )?)?)
 }
 
+/// The training points a [`local_mean_field_error`] searches at most (a stride through them
+/// beyond): its cost is the test points times these.
+pub const LOCAL_MEAN_FIELD_POINTS: i64 = 50_000;
+
+/// A stronger floor than [`mean_field_error`]'s constant for point clouds whose samples have
+/// points of their own: at each test point, the mean of the training targets at the S nearest
+/// training points of all S training samples pooled (about one per sample near the point: the
+/// mean field at that position). The mean relative L2 over the test samples, as
+/// [`mean_field_error`]; `None` where that one is already a mean field per point (targets at
+/// shared points or on a grid), for time series and for targets at query points.
+pub fn local_mean_field_error(ds: &TensorDataset) -> Result<Option<f64>> {
+    let (train, test) = (&ds.train, &ds.test);
+    let steady = train.y.dim() == 3;
+    if ds.grid.is_some() || train.query.is_some() || !steady || same_target_points(train, test)? {
+        return Ok(None);
+    }
+    let host =
+        |t: &Tensor| -> Result<Tensor> { Ok(t.f_to_device(Device::Cpu)?.f_to_kind(Kind::Double)?) };
+    // Every real row of a split, (rows, C).
+    let rows = |s: &Split, t: &Tensor| -> Result<Tensor> {
+        let t = host(t)?;
+        let c = t.size()[2];
+        Ok(match &s.lengths {
+            Some(l) => Tensor::f_cat(
+                &l.iter()
+                    .enumerate()
+                    .map(|(i, &n)| t.f_get(i as i64)?.f_narrow(0, 0, n))
+                    .collect::<std::result::Result<Vec<_>, _>>()?,
+                0,
+            )?,
+            None => t.f_reshape([-1, c])?,
+        })
+    };
+    let (mut points, mut values) = (rows(train, &train.pos)?, rows(train, &train.y)?);
+    let m = points.size()[0];
+    if m > LOCAL_MEAN_FIELD_POINTS {
+        let step = (m + LOCAL_MEAN_FIELD_POINTS - 1) / LOCAL_MEAN_FIELD_POINTS;
+        let keep = Tensor::f_arange_start_step(0, m, step, (Kind::Int64, Device::Cpu))?;
+        points = points.f_index_select(0, &keep)?;
+        values = values.f_index_select(0, &keep)?;
+    }
+    let k = train.len().clamp(1, points.size()[0]);
+    let mut errors = Vec::with_capacity(test.len() as usize);
+    for i in 0..test.len() {
+        let n = test
+            .lengths
+            .as_ref()
+            .map_or(test.pos.size()[1], |l| l[i as usize]);
+        let q = host(&test.pos.f_get(i)?)?.f_narrow(0, 0, n)?;
+        let truth = host(&test.y.f_get(i)?)?.f_narrow(0, 0, n)?;
+        let dist = Tensor::f_cdist(&q, &points, 2.0, None)?; // (n, M)
+        let (_, nearest) = dist.f_topk(k, 1, false, false)?; // (n, k)
+        let c = values.size()[1];
+        let pred = values
+            .f_index_select(0, &nearest.f_reshape([-1])?)?
+            .f_view([n, k, c])?
+            .f_mean_dim(&[1i64][..], false, Kind::Double)?;
+        let e = relative_l2(
+            &pred.f_unsqueeze(0)?,
+            &truth.f_unsqueeze(0)?,
+            Reduction::Mean,
+            None,
+        )?;
+        errors.push(host::read_f64(&e)?);
+    }
+    Ok(Some(
+        errors.iter().sum::<f64>() / errors.len().max(1) as f64,
+    ))
+}
+
 /// Whether every sample of both splits has its targets at the same points (the query points
 /// when there are any, else the input points).
 fn same_target_points(train: &Split, test: &Split) -> Result<bool> {
@@ -394,6 +464,36 @@ mod tests {
         };
         let line = serde_json::to_string(&series).unwrap();
         assert_eq!(serde_json::from_str::<Evaluation>(&line).unwrap(), series);
+    }
+
+    /// By hand on 1-D clouds: each test point takes the mean of the targets at the S nearest
+    /// training points (S = 2 samples here); padding is neither searched nor scored.
+    #[test]
+    fn local_mean_field_by_hand() {
+        let fx = |s: i64, n: i64| Tensor::ones([s, n, 1], (Kind::Double, Device::Cpu));
+        // Training points 0, 1, 2 (sample 0) and 0.1, 5 (sample 1, then a padded row at 0.05).
+        let mut train = Split::new(
+            fx(2, 3),
+            t(&[1.0, 2.0, 3.0, 5.0, 7.0, 99.0], &[2, 3, 1]),
+            t(&[0.0, 1.0, 2.0, 0.1, 5.0, 0.05], &[2, 3, 1]),
+        );
+        train.lengths = Some(vec![3, 2]);
+        // Test points 0.04 (nearest 0, 0.1: mean 3) and 4.5 (nearest 5, 2: mean 5).
+        let test = Split::new(
+            fx(1, 2),
+            t(&[3.0, 4.0], &[1, 2, 1]),
+            t(&[0.04, 4.5], &[1, 2, 1]),
+        );
+        let got = local_mean_field_error(&dataset(train, test))
+            .unwrap()
+            .unwrap();
+        let want = 1.0 / 5.0; // |(3, 5) − (3, 4)| / |(3, 4)|
+        assert!((got - want).abs() < 1e-14, "{got} vs {want}");
+        // Shared points: the per-point mean field already is local.
+        let pos = t(&[0.0, 1.0], &[1, 2, 1]);
+        let same = Split::new(fx(2, 2), t(&[1.0, 2.0, 3.0, 4.0], &[2, 2, 1]), pos.copy());
+        let other = Split::new(fx(1, 2), t(&[1.0, 2.0], &[1, 2, 1]), pos);
+        assert_eq!(local_mean_field_error(&dataset(same, other)).unwrap(), None);
     }
 
     #[test]

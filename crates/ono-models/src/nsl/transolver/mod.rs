@@ -28,6 +28,7 @@ use tch::Tensor;
 use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::Result;
+use ono_nn::grid::Geometry;
 use ono_nn::linear::{LinearConfig, LinearInit};
 use ono_nn::mlp::{Mlp, MlpConfig};
 use ono_nn::norm::LayerNorm;
@@ -77,10 +78,13 @@ impl Block {
     }
 
     /// # Shapes
-    /// - `h`: (B, N, C); `grid`: the grid shape (structured)
+    /// - `h`: (B, N, C); `grid`: the grid shape (structured); `mask`: (B, N) (point clouds)
     /// - returns: (B, N, C), or (B, N, out_dim) from the last block
-    fn forward(&self, h: &Tensor, grid: Option<&[i64]>) -> Result<Tensor> {
-        let h = self.attn.forward(&self.ln_1.forward(h)?, grid)?.f_add(h)?;
+    fn forward(&self, h: &Tensor, grid: Option<&[i64]>, mask: Option<&Tensor>) -> Result<Tensor> {
+        let h = self
+            .attn
+            .forward(&self.ln_1.forward(h)?, grid, mask)?
+            .f_add(h)?;
         let h = self.mlp.forward(&self.ln_2.forward(&h)?)?.f_add(&h)?;
         Ok(match &self.head {
             Some((ln_3, mlp2)) => mlp2.forward(&ln_3.forward(&h)?)?,
@@ -136,7 +140,10 @@ impl Transolver {
     ///   point clouds)
     /// - returns: (B, N, out_dim)
     pub fn forward(&self, input: &ModelInput<'_>) -> Result<Tensor> {
-        let mut refused = vec![InputPart::Mask, InputPart::Functions, InputPart::Query];
+        let mut refused = vec![InputPart::Functions, InputPart::Query];
+        if self.cfg.geometry() != Geometry::Unstructured {
+            refused.push(InputPart::Mask);
+        }
         if !self.cfg.time_input {
             refused.push(InputPart::Time);
         }
@@ -151,9 +158,9 @@ impl Transolver {
             Some(&self.placeholder),
         )?;
         for block in &self.blocks {
-            h = block.forward(&h, grid.as_deref())?;
+            h = block.forward(&h, grid.as_deref(), input.mask)?;
         }
-        Ok(h)
+        Ok(ono_nn::padding::zero_padding(&h, input.mask)?)
     }
 }
 
