@@ -346,7 +346,7 @@ fn a_padded_batch_of_point_clouds_is_its_samples_alone() {
             .into_iter()
             .map(|(name, t)| {
                 let g = t.grad().copy();
-                t.grad().zero_();
+                let _ = t.grad().zero_();
                 (name, g)
             })
             .collect();

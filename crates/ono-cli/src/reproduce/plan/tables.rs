@@ -384,6 +384,7 @@ fn run_unless_paper_only(
         Some(why) => Source::PaperOnly(why),
         None => {
             p.add(id, "ono", train(cfg), ctx.data_note(task));
+            p.add_seeds(id, ctx.reduced.map_or(1, |r| r.seeds(task)));
             Source::TestError(id.to_string())
         }
     }

@@ -124,7 +124,8 @@ fn selection_by_table_and_model() {
     assert!(p.experiments.iter().any(|e| e.id == "darcy/fno@seed1"));
 }
 
-/// The quick profile runs Table 1's Darcy cells with two seeds: each has one replicate,
+/// The quick profile runs Table 1's Darcy cells and every cell on the point-cloud stand-in
+/// (Table 1's Elasticity column, Tables 5–7) with two seeds: each has one replicate,
 /// `<id>@seed1`, the same experiment at the next seed; the other profiles and tasks have none.
 #[test]
 fn replicates_repeat_table1_cells_with_other_seeds() {
@@ -139,14 +140,19 @@ fn replicates_repeat_table1_cells_with_other_seeds() {
             assert!(replicates.is_empty(), "{}", profile.name());
             continue;
         }
-        // Every Darcy model of Table 1 (Geo-FNO's Darcy run is FNO's).
+        // Every Darcy model of Table 1 (Geo-FNO's Darcy run is FNO's), and every run on the
+        // stand-in.
         let darcy: Vec<&str> = p
             .cells
             .iter()
-            .filter(|c| c.table == 1 && c.column == "Darcy")
+            .filter(|c| {
+                (c.table == 1 && c.column == "Darcy")
+                    || ((c.table == 1 || (5..=7).contains(&c.table)) && c.column == "Elasticity")
+            })
             .filter_map(|c| c.source.experiment())
             .collect();
-        assert!(darcy.len() >= 8, "{darcy:?}");
+        assert!(darcy.len() >= 8 + 8, "{darcy:?}");
+        assert!(darcy.contains(&"elasticity/ono-nystrom"), "{darcy:?}");
         for id in &darcy {
             let runs: Vec<&Experiment> = p.seeds_of(id).collect();
             assert_eq!(runs.len(), 2, "{id}");
