@@ -3,7 +3,7 @@
 
 use ono_models::{Error, NnBlock, OnoConfig, OnoCross};
 use ono_nn::orthogonal::Orthogonalization;
-use ono_testing::{assert_close, seeded};
+use ono_testing::{assert_close, assert_near, seeded};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -179,17 +179,6 @@ fn unsupported_configurations_and_bad_queries_are_errors() {
     assert!(model
         .forward((&pos, &fx, None), (&empty, None), None, false)
         .is_err());
-}
-
-/// Within `tol` of `expected` relative to each element and to the tensor's largest magnitude
-/// (a gradient's near-zero entries carry the rounding of its large ones).
-fn assert_near(actual: &Tensor, expected: &Tensor, tol: f64) {
-    let scale = expected
-        .abs()
-        .max()
-        .double_value(&[])
-        .max(f64::MIN_POSITIVE);
-    assert_close(actual, expected, tol, tol * scale);
 }
 
 /// `t` (1, n, c) padded to `n_to` rows with garbage, and its mask (1, n_to).

@@ -9,7 +9,7 @@
 use ono_models::{ModelInput, NeuralOperator, NnBlock, Ono, OnoConfig, Recompute};
 use ono_nn::attention::Landmarks;
 use ono_nn::orthogonal::{KernelScale, Orthogonalization};
-use ono_testing::{assert_close, seeded};
+use ono_testing::{assert_near, seeded};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -121,14 +121,6 @@ fn unpadded_training_forward(model: &Ono, samples: &[Sample]) -> Vec<Tensor> {
             .collect();
     }
     streams.into_iter().map(|(_, f)| f).collect()
-}
-
-/// Within `tol` of `expected` relative to each element and to the tensor's largest magnitude
-/// (a gradient's near-zero entries carry the rounding of its large ones), or within 1e-14 of
-/// it (a tensor that is zero but for rounding).
-fn assert_near(actual: &Tensor, expected: &Tensor, tol: f64) {
-    let scale = expected.abs().max().double_value(&[]);
-    assert_close(actual, expected, tol, tol * scale + 1e-14);
 }
 
 fn grads(vs: &VarStore) -> Vec<(String, Tensor)> {

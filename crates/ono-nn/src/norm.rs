@@ -195,7 +195,7 @@ impl BatchNorm {
                     let new = running
                         .f_mul_scalar(1.0 - m)?
                         .f_add(&batch.f_reshape([-1])?.f_mul_scalar(m)?)?;
-                    let _ = running.shallow_clone().f_copy_(&new)?;
+                    running.shallow_clone().f_copy_(&new)?;
                 }
                 let _ = self.num_batches_tracked.shallow_clone().f_add_scalar_(1)?;
             }

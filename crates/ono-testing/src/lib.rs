@@ -201,6 +201,15 @@ pub fn assert_close(actual: &Tensor, expected: &Tensor, rtol: f64, atol: f64) {
     }
 }
 
+/// [`assert_close`] within `tol` of each element and of the tensor's largest magnitude (a
+/// gradient's near-zero entries carry the rounding of its large ones), or within 1e-14 (a tensor
+/// that is zero but for rounding): for float64 comparisons of two computations of one quantity.
+#[track_caller]
+pub fn assert_near(actual: &Tensor, expected: &Tensor, tol: f64) {
+    let scale = expected.abs().max().double_value(&[]);
+    assert_close(actual, expected, tol, tol * scale + 1e-14);
+}
+
 /// A tensor's values as f64, in row-major order, whatever its device and kind.
 pub fn to_f64_vec(t: &Tensor) -> Vec<f64> {
     let flat = t
