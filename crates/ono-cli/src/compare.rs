@@ -41,9 +41,14 @@ pub struct Options {
     /// transolver); default: all.
     #[arg(long, value_delimiter = ',')]
     pub models: Option<Vec<String>>,
-    /// Epochs per model.
-    #[arg(long, conflicts_with = "minutes")]
+    /// Epochs per model (models of different batch sizes then take different numbers of
+    /// optimizer steps; `--steps` and `--minutes` do not).
+    #[arg(long, conflicts_with_all = ["minutes", "steps"])]
     pub epochs: Option<u64>,
+    /// Optimizer steps per model: each model's epochs from its batches per epoch (at least
+    /// one), so that every model takes about the same number of steps whatever its batch.
+    #[arg(long, conflicts_with = "minutes")]
+    pub steps: Option<u64>,
     /// Training time per model, in minutes: its epochs from its own timed batches (at least
     /// one; kept by later calls so that a resumed run is the same run).
     #[arg(long)]
@@ -119,6 +124,14 @@ struct Timed {
     report: BatchReport,
 }
 
+/// What every model is given: epochs, optimizer steps or training minutes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Limit {
+    Epochs(u64),
+    Steps(u64),
+    Minutes(f64),
+}
+
 /// The budget a model was given, kept in its folder (`budget.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Budget {
@@ -137,6 +150,12 @@ pub fn run(o: Options) -> Result<bool> {
         anyhow::ensure!(m > 0.0 && m.is_finite(), "--minutes must be positive");
     }
     anyhow::ensure!(o.epochs != Some(0), "--epochs must be at least 1");
+    anyhow::ensure!(o.steps != Some(0), "--steps must be at least 1");
+    let limit = match (o.minutes, o.steps) {
+        (Some(m), _) => Limit::Minutes(m),
+        (None, Some(s)) => Limit::Steps(s),
+        (None, None) => Limit::Epochs(o.epochs.unwrap_or(10)),
+    };
     let data = o
         .data
         .canonicalize()
@@ -213,7 +232,7 @@ pub fn run(o: Options) -> Result<bool> {
                 model,
                 cfg,
                 &run_dir(&out, model, seed - o.seed),
-                (o.epochs, o.minutes),
+                limit,
                 &facts,
                 &ctx,
                 &label,
@@ -427,7 +446,7 @@ fn run_model(
     model: &str,
     mut cfg: TrainConfig,
     dir: &Path,
-    (epochs, minutes): (Option<u64>, Option<f64>),
+    limit: Limit,
     facts: &Facts,
     ctx: &Context,
     label: &str,
@@ -495,25 +514,34 @@ fn run_model(
         }
     };
     let budget_path = dir.join("budget.json");
+    let minutes = match limit {
+        Limit::Minutes(m) => Some(m),
+        _ => None,
+    };
     let kept = std::fs::read_to_string(&budget_path)
         .ok()
         .and_then(|t| serde_json::from_str::<Budget>(&t).ok())
         .filter(|b| b.minutes.is_some() && b.minutes == minutes);
-    let budget = match (kept, minutes) {
+    // Optimizer steps per epoch (micro-batches accumulate into one step).
+    let batches = (facts.ntrain as u64)
+        .div_ceil(bench.batch.max(1) as u64)
+        .max(1);
+    let budget = match (kept, limit) {
         (Some(b), _) => b,
-        (None, Some(m)) => {
-            let batches = (facts.ntrain as u64)
-                .div_ceil(bench.batch.max(1) as u64)
-                .max(1);
+        (None, Limit::Minutes(m)) => {
             let per_epoch = bench.median_s * batches as f64;
             Budget {
                 minutes,
                 epochs: ((m * 60.0 / per_epoch.max(1e-9)).floor() as u64).max(1),
             }
         }
-        (None, None) => Budget {
+        (None, Limit::Steps(s)) => Budget {
             minutes: None,
-            epochs: epochs.unwrap_or(10),
+            epochs: s.div_ceil(batches).max(1),
+        },
+        (None, Limit::Epochs(e)) => Budget {
+            minutes: None,
+            epochs: e,
         },
     };
     execute::write_json(&budget_path, &budget)?;

@@ -162,6 +162,27 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
     assert!(dir.join("compare/ono@seed1/bench.json").is_file());
     let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
     assert!(report.contains(" (2 seeds, "), "{report}");
+    // A budget in optimizer steps: ONO's batch of 8 is one step per epoch of the 8 training
+    // samples, GNOT's batch of 1 eight.
+    let steps = ono()
+        .args([
+            "compare",
+            "--data",
+            &p("set.safetensors"),
+            "--models",
+            "ono,gnot",
+        ])
+        .args(["--steps", "3", "--out", &p("steps")])
+        .output()
+        .unwrap();
+    ok(&steps);
+    let epochs = |model: &str| -> u64 {
+        let path = dir.join("steps").join(model).join("budget.json");
+        let b: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        b["epochs"].as_u64().unwrap()
+    };
+    assert_eq!((epochs("ono"), epochs("gnot")), (3, 1));
 
     let ckpt = p("compare/gnot/checkpoints/last.safetensors");
     let predicted = |format: &str| -> serde_json::Value {
