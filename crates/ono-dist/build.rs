@@ -1,4 +1,5 @@
-//! Compiles `cpp/c10d_shim.cpp` against the libtorch that torch-sys links, and links it.
+//! Compiles `cpp/c10d_shim.cpp` against the libtorch that torch-sys links, and links it, when
+//! the `c10d` feature is on (ono-train's `dist`).
 //!
 //! * The headers are the lib directory's sibling `include` (the PyPI wheel and the libtorch zip
 //!   both ship c10d's headers there).
@@ -10,7 +11,9 @@
 //!   enough (see [`nccl`] for the two header sets it lacks). `ONO_DIST_NCCL=0` leaves NCCL out on
 //!   purpose. Without it, asking for NCCL is a runtime error that carries the reason found here.
 
+#[cfg(feature = "c10d")]
 use std::env;
+#[cfg(feature = "c10d")]
 use std::path::{Path, PathBuf};
 
 fn main() {
@@ -30,6 +33,14 @@ fn main() {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
+    // Without the `c10d` feature the crate reads launchers' variables only: nothing to compile.
+    #[cfg(feature = "c10d")]
+    compile_shim();
+}
+
+/// Compiles and links the shim, with NCCL where its headers are found.
+#[cfg(feature = "c10d")]
+fn compile_shim() {
     let lib = match ono_link::libtorch_lib_dir() {
         Ok(found) => found.dir,
         Err(e) => fail(&format!("cannot compile the c10d shim: {e}")),
@@ -95,12 +106,14 @@ fn main() {
     }
 }
 
+#[cfg(feature = "c10d")]
 /// Stops the build with a message (a build script has no other way to refuse).
 fn fail(msg: &str) -> ! {
     eprintln!("ono-dist: {msg}");
     std::process::exit(1)
 }
 
+#[cfg(feature = "c10d")]
 /// The directory that holds `gloo/`, when it is not a default include directory of the compiler.
 fn gloo_include() -> Option<PathBuf> {
     if let Some(dir) = env::var_os("GLOO_INCLUDE_DIR") {
@@ -119,6 +132,7 @@ fn gloo_include() -> Option<PathBuf> {
     )
 }
 
+#[cfg(feature = "c10d")]
 /// The include directories ProcessGroupNCCL.hpp needs, or why NCCL is left out.
 ///
 /// Beside `nccl.h` it includes the CUDA runtime headers, and those are more than the CUDA wheel

@@ -339,6 +339,16 @@ fn test(paths: Vec<test_run::FloatingPath>, args: Vec<OsString>) -> Result<()> {
             summary.push_str(&format!("  FAILED the downstream example: {e:#}\n"));
             ok = false;
         }
+        match check_without_dist(&env) {
+            Ok(tally) => {
+                summary.push_str(&tally.report("ono-train without `dist`"));
+                ok &= tally.ok();
+            }
+            Err(e) => {
+                summary.push_str(&format!("  FAILED ono-train without `dist`: {e:#}\n"));
+                ok = false;
+            }
+        }
     }
     println!("\n{summary}");
     if !ok {
@@ -480,6 +490,42 @@ fn run_downstream_example(env: &TorchEnv) -> Result<()> {
     cmd.env_remove("LD_LIBRARY_PATH");
     torch::say(format!("running {} without LD_LIBRARY_PATH", exe.display()));
     run(cmd)
+}
+
+/// A library user of ono-train builds no C++ shim and needs no Gloo headers: resolved for
+/// ono-train alone, ono-dist's `c10d` feature is off (and on for the `ono` binary, so the check
+/// can fail either way); built that way, ono-dist refuses a process group by name.
+fn check_without_dist(env: &TorchEnv) -> Result<test_run::Tally> {
+    const C10D: &str = "ono-dist feature \"c10d\"";
+    for (package, wanted) in [("ono-train", false), ("ono-cli", true)] {
+        let mut tree = cargo(env);
+        tree.args(["tree", "-p", package, "-e", "features", "--prefix", "none"]);
+        let out = tree.output().context("could not run cargo tree")?;
+        if !out.status.success() {
+            bail!(
+                "cargo tree -p {package} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let has = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.trim() == C10D);
+        if has != wanted {
+            bail!(
+                "resolved for {package} alone, ono-dist's c10d is {} (expected {})",
+                if has { "on" } else { "off" },
+                if wanted { "on" } else { "off" }
+            );
+        }
+    }
+    let mut cmd = cargo(env);
+    cmd.args(["test", "-p", "ono-dist", "--no-default-features"]);
+    torch::say("ono-dist without c10d (ono-train without `dist`)");
+    let (tally, cargo_ok) = test_run::run_counted(cmd)?;
+    if !cargo_ok {
+        bail!("cargo test -p ono-dist --no-default-features failed");
+    }
+    Ok(tally)
 }
 
 /// `CARGO_TARGET_DIR`, else the workspace's `target/`.

@@ -49,6 +49,14 @@ pub enum DistError {
         /// What is wrong.
         why: String,
     },
+    /// A process group was asked for but this build has no c10d at all: ono-dist was built
+    /// without its `c10d` feature (a library user of ono-train without `dist`).
+    #[error(
+        "this build has no multi-process training: ono-dist was built without its `c10d` \
+         feature; build with ono-train's `dist` feature (the `ono` command line has it) to run \
+         under a launcher"
+    )]
+    C10dNotBuilt,
     /// NCCL was asked for but this build of ono-dist has no ProcessGroupNCCL.
     #[error("this build of ono-dist has no NCCL backend: {why}")]
     NcclUnavailable {

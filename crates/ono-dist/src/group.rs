@@ -14,7 +14,8 @@ use tch::{Kind, Tensor};
 /// The c10d backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Backend {
-    /// ProcessGroupGloo: CPU tensors (and CUDA tensors, staged through the host). Always built.
+    /// ProcessGroupGloo: CPU tensors (and CUDA tensors, staged through the host). Built with the
+    /// `c10d` feature.
     Gloo,
     /// ProcessGroupNCCL: CUDA tensors on this rank's device (`cuda:{local_rank}`). Built only when
     /// the build found NCCL's and CUDA's headers (see [`Backend::available`]).
@@ -25,6 +26,9 @@ impl Backend {
     /// Whether this build can create the backend; for NCCL the error says why the build left it
     /// out.
     pub fn available(self) -> Result<()> {
+        if !cfg!(feature = "c10d") {
+            return Err(DistError::C10dNotBuilt);
+        }
         match self {
             Backend::Gloo => Ok(()),
             Backend::Nccl if cfg!(ono_nccl) => Ok(()),

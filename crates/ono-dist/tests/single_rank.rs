@@ -1,6 +1,9 @@
 //! A world of one, in this process: the store server, the backend and its teardown without any
 //! child process; and NCCL, which is a clear error where it cannot run.
 
+// These need the shim; `without_c10d.rs` covers the build without it.
+#![cfg(feature = "c10d")]
+
 use ono_dist::{Backend, DistError, Launch, Launcher, ProcessGroup};
 use std::net::TcpListener;
 use std::time::Duration;

@@ -6,6 +6,9 @@
 //! [`CHILD`] is set; in an ordinary run they pass at once. A child that does not finish within
 //! [`DEADLINE`] is killed and the test fails, so a hang is a failure, not a stuck CI job.
 
+// These need the shim; `without_c10d.rs` covers the build without it.
+#![cfg(feature = "c10d")]
+
 use ono_dist::{Backend, DistError, Launch, Launcher, ProcessGroup};
 use std::io::Read;
 use std::net::TcpListener;
