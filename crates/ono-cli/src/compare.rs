@@ -23,6 +23,8 @@ use ono_nn::attention::Landmarks;
 use ono_nn::orthogonal::KernelScale;
 use ono_train::bench_train::BatchReport;
 use ono_train::config::TrainConfig;
+use ono_train::run_folder::{Record, RecordFile};
+use ono_train::RunFolder;
 
 use crate::reproduce::execute::{self, Outcome, Status};
 use crate::reproduce::plan::{self, Experiment, Task, Work};
@@ -117,11 +119,15 @@ pub struct Summary {
     pub entries: Vec<Entry>,
 }
 
-/// A model's timed batches and the micro-batching they were timed with (`bench.json`).
+/// A model's timed batches and the micro-batching they were timed with (its bench record).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Timed {
     accumulate_steps: u64,
     report: BatchReport,
+}
+
+impl Record for Timed {
+    const FILE: RecordFile = RecordFile::Bench;
 }
 
 /// What every model is given: epochs, optimizer steps or training minutes.
@@ -132,11 +138,15 @@ enum Limit {
     Minutes(f64),
 }
 
-/// The budget a model was given, kept in its folder (`budget.json`).
+/// The budget a model was given, kept in its folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Budget {
     minutes: Option<f64>,
     epochs: u64,
+}
+
+impl Record for Budget {
+    const FILE: RecordFile = RecordFile::Budget;
 }
 
 /// Runs the comparison; `Ok(false)` when a model failed.
@@ -272,11 +282,11 @@ pub fn run(o: Options) -> Result<bool> {
 }
 
 /// The folder of a model's `k`-th seed: the model's name for the first, `<model>@seed<k>` after.
-fn run_dir(out: &Path, model: &str, k: u64) -> PathBuf {
-    match k {
+fn run_dir(out: &Path, model: &str, k: u64) -> RunFolder {
+    RunFolder::new(match k {
         0 => out.join(model),
         k => out.join(format!("{model}@seed{k}")),
-    }
+    })
 }
 
 /// What the recipes and budgets need to know of the data file.
@@ -445,21 +455,16 @@ fn recipe(
 fn run_model(
     model: &str,
     mut cfg: TrainConfig,
-    dir: &Path,
+    dir: &RunFolder,
     limit: Limit,
     facts: &Facts,
     ctx: &Context,
     label: &str,
 ) -> Result<Entry> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let _lock = ono_io::lock::FileLock::acquire(&dir.join(".lock"), &ono_io::lock::this_process())?;
+    let _lock = dir.lock()?;
     // The timed batches first: a model that refuses the data stops here.
     cfg.epochs = 1;
-    let bench_path = dir.join("bench.json");
-    let bench = match std::fs::read_to_string(&bench_path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Timed>(&t).ok())
-    {
+    let bench = match dir.read::<Timed>() {
         Some(t) => {
             cfg.accumulate_steps = t.accumulate_steps;
             t.report
@@ -487,7 +492,7 @@ fn run_model(
                         accumulate_steps: cfg.accumulate_steps,
                         report: b,
                     };
-                    execute::write_json(&bench_path, &t)?;
+                    dir.write(&t)?;
                     t.report
                 }
                 Err(Refusal::Refused(why)) => {
@@ -513,14 +518,12 @@ fn run_model(
             }
         }
     };
-    let budget_path = dir.join("budget.json");
     let minutes = match limit {
         Limit::Minutes(m) => Some(m),
         _ => None,
     };
-    let kept = std::fs::read_to_string(&budget_path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Budget>(&t).ok())
+    let kept = dir
+        .read::<Budget>()
         .filter(|b| b.minutes.is_some() && b.minutes == minutes);
     // Optimizer steps per epoch (micro-batches accumulate into one step).
     let batches = (facts.ntrain as u64)
@@ -544,7 +547,7 @@ fn run_model(
             epochs: e,
         },
     };
-    execute::write_json(&budget_path, &budget)?;
+    dir.write(&budget)?;
     cfg.epochs = budget.epochs;
     let e = experiment(model, &cfg);
     let mut outcome = match execute::finished(dir, &e) {
@@ -581,13 +584,14 @@ fn run_model(
     })
 }
 
-/// The timed batches of `cfg` (its file written to `dir/timing`).
+/// The timed batches of `cfg` (its experiment file written to the folder's
+/// [`RunFolder::timing`]).
 fn timed(
     cfg: &mut TrainConfig,
-    dir: &Path,
+    dir: &RunFolder,
     ctx: &Context,
 ) -> Result<std::result::Result<BatchReport, Refusal>> {
-    let file = execute::write_experiment(&dir.join("timing"), &execute::as_run(cfg, ctx))?;
+    let file = execute::write_experiment(&dir.timing(), &execute::as_run(cfg, ctx))?;
     bench_train(&file, ctx)
 }
 
@@ -652,10 +656,7 @@ fn plot(out: &Path, entries: &[Entry]) -> Result<Option<String>> {
         let Entry::Run { model, .. } = e else {
             continue;
         };
-        let state = std::fs::read_to_string(out.join(model).join("checkpoints").join("last.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<ono_train::checkpoint::TrainState>(&t).ok());
-        if let Some(state) = state {
+        if let Ok(Some(state)) = RunFolder::new(out.join(model)).last_state() {
             let points = state
                 .history
                 .iter()
@@ -719,10 +720,12 @@ fn run_row(model: &str, runs: &[&Entry], out: &Path) -> String {
             format!("{m:.4e} ± {sd:.1e} ({n} seeds, {lo:.3e}–{hi:.3e})")
         }
     };
-    let links: Vec<String> = ["curves.png", "panels.png"]
-        .iter()
-        .filter(|f| out.join(model).join(f).is_file())
-        .map(|f| format!("[{}]({model}/{f})", f.trim_end_matches(".png")))
+    // Relative to the report, which lies in `out`.
+    let folder = RunFolder::new(model);
+    let links: Vec<String> = [("curves", folder.curves()), ("panels", folder.panels())]
+        .into_iter()
+        .filter(|(_, f)| out.join(f).is_file())
+        .map(|(name, f)| format!("[{name}]({})", f.display()))
         .collect();
     let steps = match (first.steps, bench) {
         (Some(s), Some(b)) => format!("{s} × {}", b.batch),

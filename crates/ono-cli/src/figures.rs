@@ -23,7 +23,13 @@ impl EpochObserver for RunFigures {
         if !test.is_empty() {
             series.push(Series::new("test relative L2", test));
         }
-        training_curves(&epoch.paths.curves, "training", "epoch", "error", &series)?;
+        training_curves(
+            &epoch.folder.curves(),
+            "training",
+            "epoch",
+            "error",
+            &series,
+        )?;
         if let Some(f) = epoch.fields {
             let panels: Vec<Panel<'_>> = f
                 .samples
@@ -34,7 +40,7 @@ impl EpochObserver for RunFigures {
                     prediction: &s.prediction,
                 })
                 .collect();
-            field_panels(&epoch.paths.panels, f.height, f.width, &panels)?;
+            field_panels(&epoch.folder.panels(), f.height, f.width, &panels)?;
         }
         Ok(())
     }

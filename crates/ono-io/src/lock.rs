@@ -105,6 +105,12 @@ fn open(path: &Path) -> Result<File> {
     Ok(file)
 }
 
+/// The lock file of a folder whose contents processes share (a run's, generated data's): the
+/// one name every such folder uses, so that any two users of a folder take the same lock.
+pub fn folder_lock(dir: &Path) -> PathBuf {
+    dir.join(".lock")
+}
+
 /// `pid <id> on <host>`: who holds a lock, for its file.
 pub fn this_process() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

@@ -1,8 +1,9 @@
 //! Training checkpoints: one safetensors file holding the model's variables (parameters and
 //! statistics buffers), the optimizer's moments and the normalizers, with the run state (step,
 //! epoch, position in the epoch's order, history, configuration) as JSON in its metadata; plus a
-//! human-readable copy of that JSON beside it. Both are written atomically, the safetensors
-//! first: it alone is read back, so a kill between the two writes loses nothing.
+//! human-readable copy of that JSON beside it ([`sidecar`]). Both are written atomically, the
+//! safetensors first: it alone is read back ([`Checkpoint::read_state`] reads just its header),
+//! so a kill between the two writes loses nothing.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -101,14 +102,18 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// Writes `<dir>/<name>.safetensors` and `<dir>/<name>.json`, each atomically.
-    pub fn save(&self, dir: &Path, name: &str) -> Result<PathBuf> {
-        let path = dir.join(format!("{name}.safetensors"));
+    /// Writes the checkpoint to `path` (a `.safetensors` file), then its state as pretty JSON
+    /// beside it ([`sidecar`]), each atomically. [`RunFolder`](crate::run_folder::RunFolder)
+    /// names the paths.
+    pub fn save(&self, path: &Path) -> Result<()> {
         let fail = |msg: String| Error::Checkpoint {
-            path: path.clone(),
+            path: path.to_path_buf(),
             msg,
         };
-        std::fs::create_dir_all(dir).map_err(|e| fail(format!("cannot create the folder: {e}")))?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| fail(format!("cannot create the folder: {e}")))?;
+        }
         let json = serde_json::to_string(&self.state).map_err(|e| fail(e.to_string()))?;
         let meta = HashMap::from([
             ("format".to_string(), FORMAT.to_string()),
@@ -119,40 +124,36 @@ impl Checkpoint {
             source: Box::new(e),
         };
         ono_nn::weights::save_safetensors(
-            &path,
+            path,
             self.tensors.iter().map(|(k, v)| (k.as_str(), v)),
             meta,
         )
-        .map_err(|e| file(&path, e.into()))?;
+        .map_err(|e| file(path, e.into()))?;
         let pretty = serde_json::to_vec_pretty(&self.state).map_err(|e| fail(e.to_string()))?;
-        let sidecar = dir.join(format!("{name}.json"));
-        ono_io::atomic::write_atomic(&sidecar, &pretty).map_err(|e| file(&sidecar, e.into()))?;
-        Ok(path)
+        let side = sidecar(path);
+        ono_io::atomic::write_atomic(&side, &pretty).map_err(|e| file(&side, e.into()))?;
+        Ok(())
+    }
+
+    /// The run state of the checkpoint at `path`, from the file's header alone (no tensor is
+    /// read): what resuming, skipping and curves need. The JSON sidecar is never read back.
+    pub fn read_state(path: &Path) -> Result<TrainState> {
+        let meta = ono_io::safetensors::read_metadata(path).map_err(|e| Error::CheckpointFile {
+            path: path.to_path_buf(),
+            source: Box::new(e.into()),
+        })?;
+        state_of(path, &meta)
     }
 
     /// Reads a checkpoint written by [`Checkpoint::save`]; a truncated file is an
     /// [`Error::CheckpointFile`], a foreign one an [`Error::Checkpoint`].
     pub fn load(path: &Path) -> Result<Self> {
-        let fail = |msg: String| Error::Checkpoint {
-            path: path.to_path_buf(),
-            msg,
-        };
         let (tensors, meta) =
             ono_nn::weights::read_safetensors(path).map_err(|e| Error::CheckpointFile {
                 path: path.to_path_buf(),
                 source: Box::new(e.into()),
             })?;
-        if meta.get("format").map(String::as_str) != Some(FORMAT) {
-            return Err(fail(format!(
-                "not an ono training checkpoint (format {:?}, expected {FORMAT})",
-                meta.get("format")
-            )));
-        }
-        let state: TrainState = serde_json::from_str(
-            meta.get("state")
-                .ok_or_else(|| fail("no run state in the metadata".into()))?,
-        )
-        .map_err(|e| fail(format!("unreadable run state: {e}")))?;
+        let state = state_of(path, &meta)?;
         Ok(Self { tensors, state })
     }
 
@@ -171,4 +172,29 @@ impl Checkpoint {
             })
             .collect()
     }
+}
+
+/// The human-readable copy of the state of the checkpoint at `path` (`last.json` beside
+/// `last.safetensors`): for people and scripts; ono reads the checkpoint itself.
+pub fn sidecar(path: &Path) -> PathBuf {
+    path.with_extension("json")
+}
+
+/// The run state in a checkpoint's metadata, after checking its format.
+fn state_of(path: &Path, meta: &HashMap<String, String>) -> Result<TrainState> {
+    let fail = |msg: String| Error::Checkpoint {
+        path: path.to_path_buf(),
+        msg,
+    };
+    if meta.get("format").map(String::as_str) != Some(FORMAT) {
+        return Err(fail(format!(
+            "not an ono training checkpoint (format {:?}, expected {FORMAT})",
+            meta.get("format")
+        )));
+    }
+    serde_json::from_str(
+        meta.get("state")
+            .ok_or_else(|| fail("no run state in the metadata".into()))?,
+    )
+    .map_err(|e| fail(format!("unreadable run state: {e}")))
 }

@@ -6,7 +6,7 @@
 //! the trainer consumes), `normalizers.rs` (the run's normalizers as one object), `trainer.rs`
 //! (setup and the epoch loop), `regime.rs` (how
 //! samples are fed: steady, autoregressive, per time step — the one place a regime is dispatched
-//! on), `step.rs` (one optimizer step), `decoder.rs` (a model with its output normalizer), `evaluate.rs`, `checkpoint.rs`, `run_layout.rs` (the files
+//! on), `step.rs` (one optimizer step), `decoder.rs` (a model with its output normalizer), `evaluate.rs`, `checkpoint.rs`, `run_folder.rs` (the files
 //! of a run), `observer.rs` (what a run hands out after every epoch: the data of its figures, which
 //! the `ono` binary draws with ono-plot; this crate draws nothing), `predictor.rs` (a trained model
 //! ready to predict), `bench_step.rs`, `scaler.rs` (float16's dynamic loss scaling).
@@ -32,7 +32,7 @@ pub mod progress;
 pub mod recipe;
 pub mod regime;
 pub mod run;
-pub mod run_layout;
+pub mod run_folder;
 pub mod scaler;
 mod step;
 pub mod trainer;
@@ -44,6 +44,7 @@ pub use ono_nn::Precision;
 pub use predictor::Predictor;
 pub use regime::Regime;
 pub use run::RunSpec;
+pub use run_folder::RunFolder;
 pub use trainer::{HostReads, Summary, Trainer};
 
 #[cfg(test)]

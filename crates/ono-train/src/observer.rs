@@ -7,7 +7,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::EpochRecord;
 use crate::decoder::Decoder;
-use crate::run_layout::RunPaths;
+use crate::run_folder::RunFolder;
 use crate::trainer::Trainer;
 use crate::{Error, Result};
 
@@ -25,8 +25,8 @@ pub trait EpochObserver: Send {
 /// A finished epoch, as an [`EpochObserver`] sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct EpochView<'a> {
-    /// The run's files, figures included (`curves`, `panels`).
-    pub paths: &'a RunPaths,
+    /// The run's folder, figures included ([`RunFolder::curves`], [`RunFolder::panels`]).
+    pub folder: &'a RunFolder,
     /// Every epoch so far, the one just finished last (test errors only where evaluated).
     pub history: &'a [EpochRecord],
     /// The first `log.panels` test samples with the model's prediction after this epoch, when
@@ -69,7 +69,7 @@ impl Trainer {
             return Ok(());
         };
         let view = EpochView {
-            paths: &self.paths,
+            folder: &self.folder,
             history: &self.state.history,
             fields: fields.as_ref(),
         };

@@ -39,7 +39,7 @@ use crate::parallel::{self, DataParallel};
 use crate::progress::Progress;
 use crate::regime::Regime;
 use crate::run::RunSpec;
-use crate::run_layout::RunPaths;
+use crate::run_folder::{RunFolder, Slot};
 use crate::scaler::LossScaler;
 use crate::step::{micro_ranges, LossSpec, MicroBatch, PendingLoss, StepBatch, StepRunner};
 use crate::{Error, Result};
@@ -98,7 +98,7 @@ pub struct Trainer {
     scaler: Option<LossScaler>,
     schedule: Option<OneCycle>,
     pub(crate) state: TrainState,
-    pub(crate) paths: RunPaths,
+    pub(crate) folder: RunFolder,
     steps_per_epoch: u64,
     /// Time steps of the training targets (0 when steady).
     pub(crate) time_steps: i64,
@@ -162,8 +162,8 @@ impl Trainer {
             loss: loss_spec,
             model: model_cfg,
         } = run;
-        let paths = RunPaths::new(&cfg.output_dir);
-        let last = paths.last_checkpoint();
+        let folder = RunFolder::new(&cfg.output_dir);
+        let last = folder.checkpoint(Slot::Last);
         let ckpt = if resume && last.exists() {
             Some(Checkpoint::load(&last)?)
         } else {
@@ -349,7 +349,7 @@ impl Trainer {
             scaler,
             schedule,
             state,
-            paths,
+            folder,
             steps_per_epoch,
             time_steps,
             test_steps,
@@ -410,8 +410,8 @@ impl Trainer {
     }
 
     /// Where the run writes.
-    pub fn paths(&self) -> &RunPaths {
-        &self.paths
+    pub fn folder(&self) -> &RunFolder {
+        &self.folder
     }
 
     /// Has `observer` told after every epoch, once the epoch's checkpoint and `metrics.jsonl`
@@ -458,7 +458,7 @@ impl Trainer {
             ));
             // The metrics file may predate the checkpoint's history by one epoch.
             if self.is_leader() {
-                self.paths.write_metrics(&self.state.history)?;
+                self.folder.write_metrics(&self.state.history)?;
             }
         }
         let bs = self.cfg.batch_size as usize;
@@ -525,7 +525,7 @@ impl Trainer {
                 {
                     self.flush_losses()?;
                     self.state.epoch_seconds = seconds_before + started.elapsed().as_secs_f64();
-                    self.save("last")?;
+                    self.save(Slot::Last)?;
                 }
             }
             self.flush_losses()?;
@@ -568,22 +568,21 @@ impl Trainer {
             self.state.epoch_loss_sum = 0.0;
             self.state.epoch_samples = 0;
             self.state.epoch_seconds = 0.0;
-            self.save("last")?;
+            self.save(Slot::Last)?;
             if improved && self.cfg.checkpoint.keep_best {
-                self.save("best")?;
+                self.save(Slot::Best)?;
             }
             if self.is_leader() {
-                self.paths.write_metrics(&self.state.history)?;
+                self.folder.write_metrics(&self.state.history)?;
                 self.notify_observer(epoch)?;
             }
         }
         progress.finish();
-        let last_checkpoint = self.paths.last_checkpoint();
+        let last_checkpoint = self.folder.checkpoint(Slot::Last);
         let (final_test, result_checkpoint) = match self.state.best {
-            Some((_, err)) if self.cfg.checkpoint.select_best => (
-                Some(err),
-                last_checkpoint.with_file_name("best.safetensors"),
-            ),
+            Some((_, err)) if self.cfg.checkpoint.select_best => {
+                (Some(err), self.folder.checkpoint(Slot::Best))
+            }
             _ => (
                 self.state.history.last().and_then(|r| r.test_rel_l2),
                 last_checkpoint.clone(),
@@ -891,12 +890,13 @@ impl Trainer {
         )
     }
 
-    fn save(&mut self, name: &str) -> Result<PathBuf> {
+    fn save(&mut self, slot: Slot) -> Result<PathBuf> {
         // Never write a checkpoint over unread (possibly non-finite) losses. In a data-parallel
         // run every process flushes (a collective), and rank 0 alone writes.
         self.flush_losses()?;
+        let path = self.folder.checkpoint(slot);
         if !self.is_leader() {
-            return Ok(self.paths.checkpoints.join(format!("{name}.safetensors")));
+            return Ok(path);
         }
         let (opt_tensors, opt_state) = self.opt.state("optim.")?;
         self.state.optimizer = opt_state;
@@ -916,7 +916,8 @@ impl Trainer {
             tensors,
             state: self.state.clone(),
         }
-        .save(&self.paths.checkpoints, name)
+        .save(&path)?;
+        Ok(path)
     }
 }
 

@@ -44,7 +44,7 @@ impl EpochObserver for Recorder {
         }
         self.seen.lock().unwrap().push(Seen {
             history: e.history.to_vec(),
-            curves: e.paths.curves.clone(),
+            curves: e.folder.curves(),
             fields: e.fields.cloned(),
         });
         Ok(())

@@ -130,7 +130,7 @@ fn a_failed_factorization_is_the_typed_error_at_the_next_check() {
         }
     );
     // Nothing was saved after the failure.
-    assert!(!tr.paths().last_checkpoint().exists());
+    assert!(!tr.folder().has_checkpoint());
 }
 
 #[test]

@@ -271,8 +271,9 @@ fn measure_one(
     cfg.data.ntest = Some(TEST_SAMPLES as i64);
     // Enough epochs for the learning-rate schedule to reach every timed batch.
     cfg.epochs = (WARMUP + TIMED) as u64;
-    cfg.output_dir = dir.join("measure");
-    let (file, text) = execute::run_file(dir, "measure.toml", &cfg, |file| {
+    let folder = ono_train::RunFolder::new(dir);
+    cfg.output_dir = folder.measure().dir().to_path_buf();
+    let (file, text) = execute::run_file(&folder.measure_file(), &cfg, |file| {
         format!("time it with `ono bench-train {}`", file.display())
     })?;
     if let Some(m) = earlier {

@@ -11,11 +11,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use ono_train::bench_step::StepReport;
-use ono_train::checkpoint::TrainState;
+use ono_train::checkpoint::Checkpoint;
 use ono_train::config::TrainConfig;
 use ono_train::evaluate::{evaluate_checkpoint, EvalData};
 use ono_train::progress::Progress;
-use ono_train::{RunSpec, Trainer};
+use ono_train::run_folder::{Record, RecordFile};
+use ono_train::{RunFolder, RunSpec, Trainer};
 
 use super::plan::{DataPaths, Experiment, Measure, Profile, Reduced, Work};
 use super::Context as RunContext;
@@ -34,7 +35,7 @@ pub enum Status {
     Failed(String),
 }
 
-/// What an experiment produced (`result.json`).
+/// What an experiment produced (its folder's result record).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Outcome {
     pub id: String,
@@ -123,9 +124,9 @@ pub struct ReferenceLoop {
 const REFUSED: i32 = 3;
 
 /// The reference loop on trained experiment `e` in `dir` (after ours): its hand-off written to
-/// `dir/reference`, the loop run there unless its result is there for the same hand-off. `None`
-/// for an experiment that trains nothing.
-pub fn reference(e: &Experiment, dir: &Path, rl: &ReferenceLoop) -> Option<Reference> {
+/// the folder's [`RunFolder::reference`], the loop run there unless its result is there for the
+/// same hand-off. `None` for an experiment that trains nothing.
+pub fn reference(e: &Experiment, dir: &RunFolder, rl: &ReferenceLoop) -> Option<Reference> {
     if !matches!(e.work, Work::Train { .. }) {
         return None;
     }
@@ -136,11 +137,11 @@ pub fn reference(e: &Experiment, dir: &Path, rl: &ReferenceLoop) -> Option<Refer
     )
 }
 
-fn run_reference(dir: &Path, rl: &ReferenceLoop) -> Result<Reference> {
+fn run_reference(dir: &RunFolder, rl: &ReferenceLoop) -> Result<Reference> {
     use ono_train::handoff::{Handoff, ReferenceResult};
-    let cfg = TrainConfig::from_file(&dir.join("experiment.toml"))?;
+    let cfg = TrainConfig::from_file(&dir.experiment_file())?;
     let run = RunSpec::resolve(cfg)?;
-    let folder = dir.join("reference");
+    let folder = dir.reference();
     let spec = Handoff::of(&run)?;
     let cached =
         Handoff::read(&folder).ok() == Some(spec) && ReferenceResult::read(&folder).is_ok();
@@ -172,11 +173,7 @@ fn run_reference(dir: &Path, rl: &ReferenceLoop) -> Result<Reference> {
         }
     }
     let r = ReferenceResult::read(&folder)?;
-    let ours_train_s = std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .with_context(|| format!("reading {}/metrics.jsonl", dir.display()))?
-        .lines()
-        .map(|l| Ok(serde_json::from_str::<ono_train::checkpoint::EpochRecord>(l)?.seconds))
-        .sum::<Result<f64>>()?;
+    let ours_train_s = dir.read_metrics()?.iter().map(|r| r.seconds).sum();
     Ok(Reference::Done {
         test_rel_l2: r.test_rel_l2,
         train_s: r.history.iter().map(|h| h.seconds).sum(),
@@ -306,10 +303,13 @@ impl Recorded {
     }
 }
 
+impl Record for Outcome {
+    const FILE: RecordFile = RecordFile::Result;
+}
+
 /// The finished result of `e` in `dir`, if it is there and for the same experiment.
-pub fn finished(dir: &Path, e: &Experiment) -> Option<Outcome> {
-    let text = std::fs::read_to_string(dir.join("result.json")).ok()?;
-    let o: Outcome = serde_json::from_str(&text).ok()?;
+pub fn finished(dir: &RunFolder, e: &Experiment) -> Option<Outcome> {
+    let o: Outcome = dir.read()?;
     (o.status == Status::Done && o.experiment.is(e)).then_some(o)
 }
 
@@ -436,11 +436,11 @@ pub fn prepare_data(
 
 /// Runs `e` in `dir` (training resumes from the last checkpoint there) and writes its
 /// `result.json` when it is done.
-pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
+pub fn run(e: &Experiment, dir: &RunFolder, ctx: &RunContext) -> Outcome {
     let start = Instant::now();
-    let spent_before = previous_wall(dir);
-    if let Err(err) = std::fs::create_dir_all(dir) {
-        eprintln!("creating {}: {err}", dir.display());
+    let spent_before = dir.read::<Spent>().map_or(0.0, |s| s.wall_s);
+    if let Err(err) = dir.create() {
+        eprintln!("{err}");
     }
     let result = match &e.work {
         Work::Train {
@@ -462,27 +462,24 @@ pub fn run(e: &Experiment, dir: &Path, ctx: &RunContext) -> Outcome {
     }
     o.wall_s = spent_before + start.elapsed().as_secs_f64();
     if o.status == Status::Done {
-        if let Err(err) = write_json(&dir.join("result.json"), &o) {
+        if let Err(err) = dir.write(&o) {
             o.status = Status::Failed(format!("{err:#}"));
         }
     } else {
         // Not a result: remember only the time spent, so that a later success adds it up.
-        let _ = write_json(&dir.join("wall.json"), &Spent { wall_s: o.wall_s });
+        let _ = dir.write(&Spent { wall_s: o.wall_s });
     }
     o
 }
 
-/// The time an experiment spent in calls that did not finish it (`wall.json`).
+/// The time an experiment spent in calls that did not finish it.
 #[derive(Serialize, Deserialize)]
 struct Spent {
     wall_s: f64,
 }
 
-fn previous_wall(dir: &Path) -> f64 {
-    std::fs::read_to_string(dir.join("wall.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Spent>(&t).ok())
-        .map_or(0.0, |s| s.wall_s)
+impl Record for Spent {
+    const FILE: RecordFile = RecordFile::Wall;
 }
 
 /// The message of a missing published file, when that is what `err` is.
@@ -517,10 +514,10 @@ pub fn as_run(config: &TrainConfig, ctx: &RunContext) -> TrainConfig {
     cfg
 }
 
-/// Writes `<dir>/experiment.toml`, the file `ono train` runs; its paths are absolute or
-/// relative to `dir` (the run folder is its `output_dir`).
-pub fn write_experiment(dir: &Path, cfg: &TrainConfig) -> Result<PathBuf> {
-    let (file, text) = run_file(dir, "experiment.toml", cfg, |file| {
+/// Writes the folder's experiment file, the file `ono train` runs; its paths are absolute or
+/// relative to the folder (the run folder is its `output_dir`).
+pub fn write_experiment(dir: &RunFolder, cfg: &TrainConfig) -> Result<PathBuf> {
+    let (file, text) = run_file(&dir.experiment_file(), cfg, |file| {
         format!(
             "rerun this cell with `ono train {} --resume`",
             file.display()
@@ -530,18 +527,19 @@ pub fn write_experiment(dir: &Path, cfg: &TrainConfig) -> Result<PathBuf> {
     Ok(file)
 }
 
-/// `<dir>/<name>` (the folder created) and the text `reproduce` writes there for the checked
-/// run `cfg`: a comment that says what wrote it and `how` to use the file (given its path), then
-/// the configuration.
+/// `file` (its folder created) and the text `reproduce` writes there for the checked run `cfg`:
+/// a comment that says what wrote it and `how` to use the file (given its path), then the
+/// configuration.
 pub fn run_file(
-    dir: &Path,
-    name: &str,
+    file: &Path,
     cfg: &TrainConfig,
     how: impl Fn(&Path) -> String,
 ) -> Result<(PathBuf, String)> {
     cfg.validate()?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let file = dir.join(name);
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let file = file.to_path_buf();
     let text = format!(
         "# Written by `ono reproduce`; {}.\n{}",
         how(&file),
@@ -556,7 +554,7 @@ fn train(
     config: &TrainConfig,
     strides: &[usize],
     test_resolutions: &[usize],
-    dir: &Path,
+    dir: &RunFolder,
     ctx: &RunContext,
 ) -> Result<Fill> {
     let file = write_experiment(dir, &as_run(config, ctx))?;
@@ -564,22 +562,17 @@ fn train(
     // A run of another version of this experiment (the plan changed) cannot be resumed: it
     // starts again. The same experiment on another device or thread count resumes (the
     // checkpoint's fingerprint leaves them out).
-    let last = dir.join("checkpoints").join("last.json");
-    let stale =
-        std::fs::read_to_string(&last)
-            .ok()
-            .map(|t| match serde_json::from_str::<TrainState>(&t) {
-                Ok(state) if state.config.same_experiment(&cfg.fingerprint()) => None,
-                Ok(_) => Some("the experiment changed since its last run"),
-                Err(_) => Some("its last checkpoint's state cannot be read"),
-            });
-    if let Some(Some(why)) = stale {
-        eprintln!("{}: {why}; starting it again", dir.display());
-        for p in [dir.join("checkpoints"), dir.join("metrics.jsonl")] {
-            let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
-        }
+    let stale = match dir.last_state() {
+        Ok(Some(state)) if state.config.same_experiment(&cfg.fingerprint()) => None,
+        Ok(Some(_)) => Some("the experiment changed since its last run"),
+        Ok(None) => None,
+        Err(_) => Some("its last checkpoint's state cannot be read"),
+    };
+    if let Some(why) = stale {
+        eprintln!("{}: {why}; starting it again", dir.dir().display());
+        dir.clear_training()?;
     }
-    let resume = dir.join("checkpoints").join("last.safetensors").is_file();
+    let resume = dir.has_checkpoint();
     let (summary, per_step) = match ctx.nproc_per_node {
         Some(n) => {
             // Resolved here first, as the single process would: a missing published file is
@@ -646,7 +639,7 @@ fn train(
         )?;
         at_resolution.insert(s.to_string(), v.test_rel_l2);
     }
-    let state = ono_train::checkpoint::Checkpoint::load(&summary.result_checkpoint)?.state;
+    let state = Checkpoint::read_state(&summary.result_checkpoint)?;
     let train_loss = state.history.last().map(|r| r.train_loss);
     let steps = state.global_step;
     let train_eval = if ctx.train_eval {
@@ -717,10 +710,8 @@ fn train_parallel(
     }
     let summary: ono_train::Summary = serde_json::from_slice(&out.stdout)
         .context("the data-parallel run printed no summary line")?;
-    let state: TrainState = serde_json::from_str(
-        &std::fs::read_to_string(summary.last_checkpoint.with_extension("json"))
-            .context("reading the run's last checkpoint state")?,
-    )?;
+    let state = Checkpoint::read_state(&summary.last_checkpoint)
+        .context("reading the run's last checkpoint state")?;
     let per_step = state
         .history
         .last()

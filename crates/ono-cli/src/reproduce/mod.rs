@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 
+use ono_train::RunFolder;
 use plan::{DataPaths, Profile};
 
 /// The command's options.
@@ -300,7 +301,7 @@ pub fn run(o: Options) -> Result<bool> {
     {
         // One process generates the data; the others wait for it and find it there.
         let _data = ono_io::lock::FileLock::acquire(
-            &data.generated.join(".lock"),
+            &ono_io::lock::folder_lock(&data.generated),
             &ono_io::lock::this_process(),
         )?;
         execute::prepare_data(profile, &data, &plan.experiments, &ctx)?;
@@ -329,12 +330,12 @@ pub fn run(o: Options) -> Result<bool> {
     let mut locked_elsewhere = Vec::new();
     for &i in &order {
         let e = &plan.experiments[i];
-        let dir = out.join(&e.id);
+        let dir = RunFolder::new(out.join(&e.id));
         if shard.is_some_and(|s| !s.takes(i)) {
             outcomes[i] = execute::finished(&dir, e);
             continue;
         }
-        match ono_io::lock::FileLock::try_acquire(&lock_path(&dir), &ono_io::lock::this_process()) {
+        match dir.try_lock() {
             Ok(Some(_lock)) => outcomes[i] = Some(pass.run(i, e, &dir)),
             Ok(None) => locked_elsewhere.push(i),
             Err(err) => outcomes[i] = Some(lock_failed(e, &ctx, err)),
@@ -344,17 +345,14 @@ pub fn run(o: Options) -> Result<bool> {
     // when its process died or failed).
     for i in locked_elsewhere {
         let e = &plan.experiments[i];
-        let dir = out.join(&e.id);
-        let path = lock_path(&dir);
-        if let Some(holder) = ono_io::lock::FileLock::holder(&path) {
+        let dir = RunFolder::new(out.join(&e.id));
+        if let Some(holder) = dir.lock_holder() {
             eprintln!("[{}/{n}] {}: waiting for {holder}", i + 1, e.id);
         }
-        outcomes[i] = Some(
-            match ono_io::lock::FileLock::acquire(&path, &ono_io::lock::this_process()) {
-                Ok(_lock) => pass.run(i, e, &dir),
-                Err(err) => lock_failed(e, &ctx, err),
-            },
-        );
+        outcomes[i] = Some(match dir.lock() {
+            Ok(_lock) => pass.run(i, e, &dir),
+            Err(err) => lock_failed(e, &ctx, err),
+        });
     }
     let wall = started.elapsed().as_secs_f64();
     let failed = outcomes
@@ -422,7 +420,10 @@ fn write_once(
     ) -> ono_data::Result<ono_data::benchmarks::miniature::Miniature>,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let _lock = ono_io::lock::FileLock::acquire(&dir.join(".lock"), &ono_io::lock::this_process())?;
+    let _lock = ono_io::lock::FileLock::acquire(
+        &ono_io::lock::folder_lock(dir),
+        &ono_io::lock::this_process(),
+    )?;
     let marker = dir.join("written-by");
     let names: Vec<&str> = benchmarks.iter().map(|b| b.name()).collect();
     let stamp = format!(
@@ -440,13 +441,8 @@ fn write_once(
     Ok(())
 }
 
-/// An experiment's lock file, in its folder.
-fn lock_path(dir: &Path) -> PathBuf {
-    dir.join(".lock")
-}
-
 /// The outcome of an experiment whose lock could not be taken (its folder cannot be written).
-fn lock_failed(e: &plan::Experiment, ctx: &Context, err: ono_io::Error) -> execute::Outcome {
+fn lock_failed(e: &plan::Experiment, ctx: &Context, err: ono_train::Error) -> execute::Outcome {
     let mut o = execute::Outcome::new(e, ctx);
     o.status = execute::Status::Failed(format!("locking its folder: {err}"));
     o
@@ -467,7 +463,7 @@ struct Pass<'a> {
 impl Pass<'_> {
     /// Experiment `i` (whose lock the caller holds): its result when it is finished, else a run
     /// of it (resuming what an earlier call left); with the reference loop when the call asks.
-    fn run(&mut self, i: usize, e: &plan::Experiment, dir: &Path) -> execute::Outcome {
+    fn run(&mut self, i: usize, e: &plan::Experiment, dir: &RunFolder) -> execute::Outcome {
         let (n, ctx) = (self.n, self.ctx);
         self.seen += 1;
         if let Some(o) = execute::finished(dir, e) {
@@ -496,7 +492,7 @@ impl Pass<'_> {
         let t = Instant::now();
         let o = execute::run(e, dir, ctx);
         if ctx.rehearsal && o.status == execute::Status::Done {
-            let _ = std::fs::remove_dir_all(dir.join("checkpoints"));
+            let _ = dir.remove_checkpoints();
         }
         self.spent_new += t.elapsed().as_secs_f64();
         self.done_new += 1;
@@ -515,11 +511,11 @@ impl Pass<'_> {
 }
 
 /// A finished experiment with the reference loop's run beside it, when the call asks for one
-/// (its `result.json` rewritten with it).
+/// (its result record rewritten with it).
 fn with_reference(
     mut o: execute::Outcome,
     e: &plan::Experiment,
-    dir: &Path,
+    dir: &RunFolder,
     ctx: &Context,
     i: usize,
     n: usize,
@@ -546,8 +542,8 @@ fn with_reference(
         }
         None => {}
     }
-    if let Err(err) = execute::write_json(&dir.join("result.json"), &o) {
-        eprintln!("{}: {err:#}", dir.display());
+    if let Err(err) = dir.write(&o) {
+        eprintln!("{err:#}");
     }
     o
 }

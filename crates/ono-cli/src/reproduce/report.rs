@@ -140,7 +140,10 @@ pub fn write_plan(out: &Path, profile: Profile, plan: &Plan, ctx: &Context) -> R
         };
         let _ = writeln!(s, "| {} | {} | {work} | {} |", e.id, e.model, e.data_note);
         if let Work::Train { config, .. } = &e.work {
-            execute::write_experiment(&out.join(&e.id), &execute::as_run(config, ctx))?;
+            execute::write_experiment(
+                &ono_train::RunFolder::new(out.join(&e.id)),
+                &execute::as_run(config, ctx),
+            )?;
         }
     }
     s.push_str("\n| table | row | column | paper | experiment |\n|---|---|---|---|---|\n");
