@@ -3,7 +3,8 @@
 use anyhow::{Context, Result};
 use ono_models::ono::OnoPreset;
 use ono_models::ModelConfig;
-use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
+use ono_train::bench_step::{bench_step, StepRecipe, StepReport, StepShapes};
+use ono_train::bench_train::BatchReport;
 use ono_train::Precision;
 
 use crate::device;
@@ -11,7 +12,7 @@ use crate::device;
 /// Times `steps` steps of `arch`'s `preset` at the shapes of `shapes` (an ONO preset name;
 /// default: `preset` when it names one), `batch` samples per step (default: the shapes'), with
 /// `recipe`'s optimisation (default: the FNO scripts' for the FNO family, else ONO's), the
-/// products in `precision` (`f32`, `bf16`, `f16`); prints one JSON line.
+/// products in `precision` (`f32`, `bf16`, `f16`).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     arch: &str,
@@ -26,7 +27,7 @@ pub fn run(
     recompute: ono_models::Recompute,
     overrides: Option<&str>,
     precision: &str,
-) -> Result<()> {
+) -> Result<StepReport> {
     let precision: Precision = precision.parse().context("--precision")?;
     let mut config = ModelConfig::preset(arch, preset)?;
     if let Some(text) = overrides {
@@ -56,7 +57,7 @@ pub fn run(
         None if arch.starts_with("fno") => StepRecipe::Fno,
         None => StepRecipe::Ono,
     };
-    let report = bench_step(
+    Ok(bench_step(
         &config,
         preset,
         shapes,
@@ -66,20 +67,18 @@ pub fn run(
         device(dev)?,
         recompute,
         precision,
-    )?;
-    println!("{}", serde_json::to_string(&report)?);
-    Ok(())
+    )?)
 }
 
 /// Times `steps` batches of the run in `config` after `warmup` (on `device` and with `threads`
-/// when given, else the file's); prints one JSON line ([`ono_train::bench_train::BatchReport`]).
+/// when given, else the file's).
 pub fn run_train(
     config: &std::path::Path,
     steps: usize,
     warmup: usize,
     dev: Option<String>,
     threads: Option<i32>,
-) -> Result<()> {
+) -> Result<BatchReport> {
     let mut cfg = ono_train::config::TrainConfig::from_file(config)?;
     if let Some(d) = dev {
         device(&d)?;
@@ -89,8 +88,6 @@ pub fn run_train(
         anyhow::ensure!(t > 0, "--threads must be positive");
         cfg.threads = t;
     }
-    let report = ono_train::bench_train::bench_train(cfg, warmup, steps)
-        .with_context(|| format!("in {}", config.display()))?;
-    println!("{}", serde_json::to_string(&report)?);
-    Ok(())
+    ono_train::bench_train::bench_train(cfg, warmup, steps)
+        .with_context(|| format!("in {}", config.display()))
 }

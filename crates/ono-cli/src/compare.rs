@@ -26,12 +26,10 @@ use ono_train::config::TrainConfig;
 use ono_train::run_folder::{Record, RecordFile};
 use ono_train::RunFolder;
 
+use crate::message::{self, Ended, Message};
 use crate::reproduce::execute::{self, Outcome, Status};
 use crate::reproduce::plan::{self, Experiment, Task, Work};
 use crate::reproduce::Context;
-
-/// The exit status of `ono` for a run whose architecture refuses its data.
-pub const REFUSED_EXIT: u8 = 3;
 
 /// The command's options.
 #[derive(clap::Args)]
@@ -102,9 +100,9 @@ pub enum Entry {
     Refused { model: String, why: String },
 }
 
-/// `summary.json`.
+/// The comparison, machine readable (`summary.json` of the output folder).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Summary {
+pub struct Comparison {
     pub data: PathBuf,
     pub kind: String,
     pub machine: String,
@@ -121,9 +119,9 @@ pub struct Summary {
 
 /// A model's timed batches and the micro-batching they were timed with (its bench record).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Timed {
-    accumulate_steps: u64,
-    report: BatchReport,
+pub struct Timed {
+    pub accumulate_steps: u64,
+    pub report: BatchReport,
 }
 
 impl Record for Timed {
@@ -140,12 +138,14 @@ enum Limit {
 
 /// The budget a model was given, kept in its folder.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Budget {
-    minutes: Option<f64>,
-    epochs: u64,
+pub struct Granted {
+    /// The training minutes it was given, when the budget was in minutes.
+    pub minutes: Option<f64>,
+    /// The epochs that budget came to.
+    pub epochs: u64,
 }
 
-impl Record for Budget {
+impl Record for Granted {
     const FILE: RecordFile = RecordFile::Budget;
 }
 
@@ -257,7 +257,7 @@ pub fn run(o: Options) -> Result<bool> {
     let failed = entries.iter().any(
         |e| matches!(e, Entry::Run { outcome, .. } if matches!(outcome.status, Status::Failed(_))),
     );
-    let summary = Summary {
+    let summary = Comparison {
         data,
         kind: kind.describe(),
         machine: ctx.machine.clone(),
@@ -523,7 +523,7 @@ fn run_model(
         _ => None,
     };
     let kept = dir
-        .read::<Budget>()
+        .read::<Granted>()
         .filter(|b| b.minutes.is_some() && b.minutes == minutes);
     // Optimizer steps per epoch (micro-batches accumulate into one step).
     let batches = (facts.ntrain as u64)
@@ -533,16 +533,16 @@ fn run_model(
         (Some(b), _) => b,
         (None, Limit::Minutes(m)) => {
             let per_epoch = bench.median_s * batches as f64;
-            Budget {
+            Granted {
                 minutes,
                 epochs: ((m * 60.0 / per_epoch.max(1e-9)).floor() as u64).max(1),
             }
         }
-        (None, Limit::Steps(s)) => Budget {
+        (None, Limit::Steps(s)) => Granted {
             minutes: None,
             epochs: s.div_ceil(batches).max(1),
         },
-        (None, Limit::Epochs(e)) => Budget {
+        (None, Limit::Epochs(e)) => Granted {
             minutes: None,
             epochs: e,
         },
@@ -621,30 +621,13 @@ fn bench_train(file: &Path, ctx: &Context) -> Result<std::result::Result<BatchRe
         .arg("bench-train")
         .arg(file)
         .args(["--steps", "2", "--warmup", "1"]);
-    let out = cmd
-        .output()
-        .with_context(|| format!("starting {}", ctx.exe.display()))?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    // The root cause: the last line of anyhow's chain (`Caused by: … N: cause`).
-    let last = err
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .map(|l| {
-            let l = l.trim_start_matches("Error: ");
-            match l.split_once(": ") {
-                Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest.to_string(),
-                _ => l.to_string(),
-            }
-        })
-        .unwrap_or_default();
-    Ok(match out.status.code() {
-        Some(0) => Ok(
-            serde_json::from_slice(&out.stdout).context("bench-train printed no report line")?
-        ),
-        Some(c) if c == i32::from(REFUSED_EXIT) => Err(Refusal::Refused(last)),
-        _ => Err(Refusal::Failed(format!("bench-train: {last}"))),
+    Ok(match message::run(cmd, |_| {})? {
+        Ended::Said(Message::BatchTimes(report)) => Ok(report),
+        Ended::Said(Message::Refused { why }) => Err(Refusal::Refused(why)),
+        other => Err(Refusal::Failed(format!(
+            "bench-train: {}",
+            other.describe()
+        ))),
     })
 }
 
@@ -751,7 +734,7 @@ fn run_row(model: &str, runs: &[&Entry], out: &Path) -> String {
 }
 
 /// `report.md`: one row per model.
-fn report(s: &Summary, out: &Path) -> String {
+fn report(s: &Comparison, out: &Path) -> String {
     let mut md = format!(
         "# Comparison on {}\n\nData: {} ({}). Machine: {}, device {}. Commit {}. Finished {}.\n\n\
          Each model trains with its committed recipe for the paper's benchmark of this kind \

@@ -65,32 +65,7 @@ pub enum DataCmd {
     /// Darcy flow (FNO's process: GRF coefficient thresholded to 12/3, −∇·(a∇u) = 1 solved with
     /// the reference finite differences) at a chosen resolution, as a dataset file for
     /// `ono train`.
-    Darcy {
-        /// Training samples.
-        #[arg(long, default_value_t = 1000)]
-        n_train: usize,
-        /// Test samples.
-        #[arg(long, default_value_t = 200)]
-        n_test: usize,
-        /// Grid size K (K×K cell centres; 421 in the published data).
-        #[arg(long, default_value_t = 85)]
-        res: usize,
-        /// Keep every r-th cell of the K×K solution in each direction (the ONO scripts use r = 5
-        /// on 421); coarse data are best made this way.
-        #[arg(long, default_value_t = 1)]
-        stride: usize,
-        /// Seed; sample i depends only on (seed, i).
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-        /// Keep N distinct cells of each sample's (strided) grid, chosen at random per sample
-        /// (by (seed, i)): point clouds with positions per sample and no grid, a stand-in for
-        /// unstructured data such as Elasticity's.
-        #[arg(long)]
-        points: Option<i64>,
-        /// Output file (safetensors).
-        #[arg(long)]
-        out: PathBuf,
-    },
+    Darcy(DarcyArgs),
     /// Darcy flow (as `ono data darcy`) sampled on a random triangulation of the unit square per
     /// sample and written as VTU files, one per sample, each with its own number of points:
     /// the example data of docs/data.md, "Your own data".
@@ -165,8 +140,37 @@ pub struct ImportArgs {
     pub float64: bool,
 }
 
+/// `ono data darcy`'s arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DarcyArgs {
+    /// Training samples.
+    #[arg(long, default_value_t = 1000)]
+    pub n_train: usize,
+    /// Test samples.
+    #[arg(long, default_value_t = 200)]
+    pub n_test: usize,
+    /// Grid size K (K×K cell centres; 421 in the published data).
+    #[arg(long, default_value_t = 85)]
+    pub res: usize,
+    /// Keep every r-th cell of the K×K solution in each direction (the ONO scripts use r = 5
+    /// on 421); coarse data are best made this way.
+    #[arg(long, default_value_t = 1)]
+    pub stride: usize,
+    /// Seed; sample i depends only on (seed, i).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Keep N distinct cells of each sample's (strided) grid, chosen at random per sample
+    /// (by (seed, i)): point clouds with positions per sample and no grid, a stand-in for
+    /// unstructured data such as Elasticity's.
+    #[arg(long)]
+    pub points: Option<i64>,
+    /// Output file (safetensors).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
 /// `ono data gen`'s arguments.
-#[derive(clap::Args)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct GenArgs {
     /// darcy, ns2d or burgers.
     pub kind: String,
@@ -233,7 +237,7 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             };
             data_info(&benchmark, data_dir, &opts)
         }
-        DataCmd::Gen(args) => data_gen(&args),
+        DataCmd::Gen(args) => generate(&args),
         DataCmd::Import(args) => data_import(args),
         DataCmd::DarcyVtu {
             n,
@@ -291,50 +295,55 @@ pub fn run(cmd: DataCmd) -> Result<()> {
             );
             Ok(())
         }
-        DataCmd::Darcy {
-            n_train,
-            n_test,
-            res,
-            stride,
-            seed,
-            points,
-            out,
-        } => {
-            let k = res.div_ceil(stride.max(1));
-            if let Some(p) = points {
-                // Before the solve, not after it.
-                anyhow::ensure!(
-                    p >= 1 && p as usize <= k * k,
-                    "--points must be in [1, {}] (the cells of the {k}×{k} grid), got {p}",
-                    k * k
-                );
-            }
-            let cfg = ono_pde::darcy_flow::DarcyConfig {
-                resolution: res,
-                ..Default::default()
-            };
-            let start = std::time::Instant::now();
-            let bar = progress_bar((n_train + n_test) as u64, "darcy");
-            let grid = cfg.dataset_with_progress(n_train, n_test, seed, stride, |done, _| {
-                bar.set(done as u64)
-            })?;
-            bar.finish();
-            let (ds, layout) = match points {
-                Some(p) => (
-                    ono_data::point_cloud::scatter_grid(&grid, p, seed)?,
-                    format!("{p} random points of {k}×{k}"),
-                ),
-                None => (grid, format!("{k}×{k}")),
-            };
-            ds.write(&out)?;
-            eprintln!(
-                "wrote {n_train} + {n_test} Darcy samples at {layout} (solved at {res}×{res}) to {} in {:.1} s",
-                out.display(),
-                start.elapsed().as_secs_f64()
-            );
-            Ok(())
-        }
+        DataCmd::Darcy(args) => darcy(&args),
     }
+}
+
+/// `ono data darcy`: Darcy flow at a chosen resolution as a dataset file, on its grid or as
+/// point clouds.
+pub fn darcy(args: &DarcyArgs) -> Result<()> {
+    let DarcyArgs {
+        n_train,
+        n_test,
+        res,
+        stride,
+        seed,
+        points,
+        out,
+    } = args.clone();
+    let k = res.div_ceil(stride.max(1));
+    if let Some(p) = points {
+        // Before the solve, not after it.
+        anyhow::ensure!(
+            p >= 1 && p as usize <= k * k,
+            "--points must be in [1, {}] (the cells of the {k}×{k} grid), got {p}",
+            k * k
+        );
+    }
+    let cfg = ono_pde::darcy_flow::DarcyConfig {
+        resolution: res,
+        ..Default::default()
+    };
+    let start = std::time::Instant::now();
+    let bar = progress_bar((n_train + n_test) as u64, "darcy");
+    let grid = cfg.dataset_with_progress(n_train, n_test, seed, stride, |done, _| {
+        bar.set(done as u64)
+    })?;
+    bar.finish();
+    let (ds, layout) = match points {
+        Some(p) => (
+            ono_data::point_cloud::scatter_grid(&grid, p, seed)?,
+            format!("{p} random points of {k}×{k}"),
+        ),
+        None => (grid, format!("{k}×{k}")),
+    };
+    ds.write(&out)?;
+    eprintln!(
+        "wrote {n_train} + {n_test} Darcy samples at {layout} (solved at {res}×{res}) to {} in {:.1} s",
+        out.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn data_import(a: ImportArgs) -> Result<()> {
@@ -580,7 +589,8 @@ fn data_info(benchmark: &str, data_dir: Option<PathBuf>, opts: &LoadOptions) -> 
     Ok(())
 }
 
-fn data_gen(args: &GenArgs) -> Result<()> {
+/// `ono data gen`: a benchmark's data from the project's solvers, as the published files.
+pub fn generate(args: &GenArgs) -> Result<()> {
     let GenArgs {
         kind,
         n,

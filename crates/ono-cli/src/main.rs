@@ -1,22 +1,15 @@
-//! `ono`: the user-facing command line of the toolkit. One file per command group.
+//! `ono`: the user-facing command line of the toolkit. This file is the command line alone (clap's
+//! parsing and the exit status); every command's work is in the library (`src/lib.rs`), one
+//! module per command group.
 
-mod bench;
-mod check;
-mod compare;
-mod data;
-mod eval;
-mod figures;
-mod info;
-mod predict;
-mod reproduce;
-mod train;
+use ono_cli::message::{Message, REFUSED_EXIT};
+use ono_cli::{bench, check, compare, data, device, eval, info, predict, reproduce, train};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use tch::Device;
 
 #[derive(Parser)]
 #[command(
@@ -28,6 +21,10 @@ use tch::Device;
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+    /// Say the result, a refusal or a failure as one tagged JSON line on standard output, for
+    /// the `ono` that started this one (`ono_cli::message`).
+    #[arg(long, global = true, hide = true)]
+    messages: bool,
 }
 
 #[derive(Subcommand)]
@@ -206,33 +203,62 @@ enum Cmd {
 
 fn main() -> ExitCode {
     tune_allocator();
-    match dispatch(Cli::parse().command) {
-        Ok(true) => ExitCode::SUCCESS,
-        // A check that ran and found differences.
-        Ok(false) => ExitCode::from(1),
+    let cli = Cli::parse();
+    let messages = cli.messages;
+    match dispatch(cli.command) {
+        Ok((verdict, said)) => {
+            let printed = said.map_or(
+                Ok(()),
+                |m| {
+                    if messages {
+                        m.print()
+                    } else {
+                        m.print_plain()
+                    }
+                },
+            );
+            match (printed, verdict) {
+                (Err(e), _) => {
+                    eprintln!("Error: {e:?}");
+                    ExitCode::from(2)
+                }
+                (Ok(()), true) => ExitCode::SUCCESS,
+                // A check that ran and found differences.
+                (Ok(()), false) => ExitCode::from(1),
+            }
+        }
         Err(e) => {
-            eprintln!("Error: {e:?}");
-            // An architecture that cannot take this data, whatever the run: `ono compare` reports
-            // it as a refusal, not a failure.
-            let refused = e.chain().any(|c| {
-                c.downcast_ref::<ono_train::Error>()
-                    .is_some_and(|t| t.refused_input().is_some())
-            });
-            ExitCode::from(if refused { compare::REFUSED_EXIT } else { 2 })
+            let m = Message::of_error(&e);
+            if messages {
+                // The message carries the error; the parent says it in its own words.
+                let _ = m.print();
+            } else {
+                eprintln!("Error: {e:?}");
+            }
+            // An architecture that cannot take this data, whatever the run: a status of its
+            // own for scripts.
+            ExitCode::from(match m {
+                Message::Refused { .. } => REFUSED_EXIT,
+                _ => 2,
+            })
         }
     }
 }
 
-/// Runs a command; `Ok(false)` when it ran and its verdict is negative.
-fn dispatch(command: Cmd) -> Result<bool> {
-    match command {
-        Cmd::Info => info::run()?,
+/// Runs a command: its verdict (`false` when it ran and found differences) and the result it
+/// says, if it says one.
+fn dispatch(command: Cmd) -> Result<(bool, Option<Message>)> {
+    let said = match command {
+        Cmd::Info => {
+            info::run()?;
+            None
+        }
         Cmd::Train {
             config,
             resume,
             quiet,
             handoff,
-        } => train::train(config, resume, quiet, handoff)?,
+        } => train::train(config, resume, quiet, handoff)?.map(Message::Trained),
         Cmd::Eval {
             checkpoint,
             data,
@@ -240,7 +266,10 @@ fn dispatch(command: Cmd) -> Result<bool> {
             test_resolution,
             device,
             batch,
-        } => eval::run(checkpoint, data, r, test_resolution, &device, batch)?,
+        } => {
+            eval::run(checkpoint, data, r, test_resolution, &device, batch)?;
+            None
+        }
         Cmd::Predict {
             checkpoint,
             input,
@@ -250,10 +279,16 @@ fn dispatch(command: Cmd) -> Result<bool> {
             device,
             format,
             split,
-        } => predict::run(
-            checkpoint, input, output, steps, batch, &device, format, split,
-        )?,
-        Cmd::Data(cmd) => data::run(cmd)?,
+        } => {
+            predict::run(
+                checkpoint, input, output, steps, batch, &device, format, split,
+            )?;
+            None
+        }
+        Cmd::Data(cmd) => {
+            data::run(cmd)?;
+            None
+        }
         Cmd::CheckReference {
             weights,
             json,
@@ -265,7 +300,10 @@ fn dispatch(command: Cmd) -> Result<bool> {
                 f32: !f64_only,
                 f64: !f32_only,
             };
-            return check::run(&weights, &json, device(&dev)?, precisions);
+            return Ok((
+                check::run(&weights, &json, device(&dev)?, precisions)?,
+                None,
+            ));
         }
         Cmd::BenchStep {
             arch,
@@ -280,7 +318,7 @@ fn dispatch(command: Cmd) -> Result<bool> {
             recompute,
             overrides,
             precision,
-        } => bench::run(
+        } => Some(Message::StepTimes(bench::run(
             &arch,
             &preset,
             shapes.as_deref(),
@@ -293,23 +331,20 @@ fn dispatch(command: Cmd) -> Result<bool> {
             recompute,
             overrides.as_deref(),
             &precision,
-        )?,
+        )?)),
         Cmd::BenchTrain {
             config,
             steps,
             warmup,
             device,
             threads,
-        } => bench::run_train(&config, steps, warmup, device, threads)?,
-        Cmd::Reproduce(options) => return reproduce::run(options),
-        Cmd::Compare(options) => return compare::run(options),
-    }
-    Ok(true)
-}
-
-/// `cpu`, `cuda` or `cuda:N`.
-fn device(s: &str) -> Result<Device> {
-    ono_train::config::parse_device(s).map_err(|m| anyhow::anyhow!("--device: {m}"))
+        } => Some(Message::BatchTimes(bench::run_train(
+            &config, steps, warmup, device, threads,
+        )?)),
+        Cmd::Reproduce(options) => return Ok((reproduce::run(options)?, None)),
+        Cmd::Compare(options) => return Ok((compare::run(options)?, None)),
+    };
+    Ok((true, said))
 }
 
 /// Keeps freed tensor memory in the process instead of returning it to the kernel after every

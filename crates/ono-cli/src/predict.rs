@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use ono_data::array::{ArrayData, NamedArray};
-use ono_data::import::ImportManifest;
+use ono_data::dataset::Split;
+use ono_data::import::{ImportManifest, SampleRef};
 use ono_data::readers::vtk::MeshArray;
 use ono_train::{Predictor, Regime};
+use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::device;
@@ -205,9 +207,33 @@ fn named_array(name: &str, t: &Tensor) -> Result<NamedArray> {
     Ok(NamedArray::new(name, shape, ArrayData::F64(values))?)
 }
 
+/// What `ono predict` prints for the samples of an imported dataset: one JSON line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Predictions {
+    /// Samples predicted.
+    pub samples: usize,
+    /// The mean of their relative L2 errors.
+    pub mean_rel_l2: f64,
+    /// One per sample, in output order.
+    pub files: Vec<PredictedSample>,
+}
+
+/// One sample's prediction file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictedSample {
+    /// The file the sample came from.
+    pub source: PathBuf,
+    /// The file written.
+    pub output: PathBuf,
+    /// Its points (or cells).
+    pub points: i64,
+    /// ‖prediction − target‖₂ / ‖target‖₂ over its points and channels.
+    pub rel_l2: f64,
+}
+
 /// The predictions for the samples of an imported dataset, one file per sample in `out`
 /// (created), named after the sample's source (`format` npz or vtu), or one safetensors file.
-/// Prints one JSON line: the samples, their files and relative L2 errors, and the mean.
+/// Prints [`Predictions`].
 #[allow(clippy::too_many_arguments)]
 fn imported(
     p: &Predictor,
@@ -219,7 +245,7 @@ fn imported(
     which: SplitChoice,
     fx_as_function: bool,
 ) -> Result<()> {
-    use ono_data::import::{Association, ImportLayout, SourceFormat};
+    use ono_data::import::SourceFormat;
     anyhow::ensure!(
         p.regime == Regime::Steady,
         "{}: an imported dataset is steady; this checkpoint is a time-series model",
@@ -236,22 +262,14 @@ fn imported(
     if fx_as_function {
         ds = ono_train::data_source::fx_as_function(ds)?;
     }
-    let mut parts: Vec<(&ono_data::dataset::Split, &[ono_data::import::SampleRef])> = Vec::new();
+    let mut parts: Vec<(&Split, &[SampleRef])> = Vec::new();
     if matches!(which, SplitChoice::Train | SplitChoice::All) {
         parts.push((&ds.train, &m.train));
     }
     if matches!(which, SplitChoice::Test | SplitChoice::All) {
         parts.push((&ds.test, &m.test));
     }
-    let order = match &m.layout {
-        ImportLayout::Grid { order, .. } => order.clone(),
-        ImportLayout::PointCloud { .. } => None,
-    };
-    let mut preds: Vec<(
-        Tensor,
-        &ono_data::dataset::Split,
-        &[ono_data::import::SampleRef],
-    )> = Vec::new();
+    let mut preds: Vec<(Tensor, &Split, &[SampleRef])> = Vec::new();
     for (split, refs) in parts {
         anyhow::ensure!(
             split.len() as usize == refs.len(),
@@ -260,32 +278,11 @@ fn imported(
             split.len(),
             refs.len()
         );
-        let pred = match &ds.grid {
-            Some(g) => {
-                let mut out = Vec::new();
-                for start in (0..split.len()).step_by(batch.max(1) as usize) {
-                    let n = batch.max(1).min(split.len() - start);
-                    let fx = split.fx.f_narrow(0, start, n)?;
-                    let pos = if split.pos.size()[0] == 1 {
-                        split.pos.f_expand([n, -1, -1], false)?
-                    } else {
-                        split.pos.f_narrow(0, start, n)?
-                    };
-                    let dev = p.model.device();
-                    let (fx, pos) = (
-                        fx.f_to_device(dev)?.f_to_kind(p.kind())?,
-                        pos.f_to_device(dev)?.f_to_kind(p.kind())?,
-                    );
-                    out.push(
-                        p.predict(&pos, &fx, 0, Some(g), None)?
-                            .f_to_device(Device::Cpu)?,
-                    );
-                }
-                Tensor::f_cat(&out, 0)?
-            }
-            None => p.predict_samples(split, batch)?.f_to_device(Device::Cpu)?,
-        };
-        preds.push((pred.f_to_kind(Kind::Double)?, split, refs));
+        preds.push((
+            predict_split(p, ds.grid.as_deref(), split, batch)?,
+            split,
+            refs,
+        ));
     }
     if format == Format::Safetensors {
         let all: Vec<Tensor> = preds.iter().map(|p| p.0.shallow_clone()).collect();
@@ -297,117 +294,173 @@ fn imported(
         return write_pred(out, &Tensor::f_cat(&padded, 0)?, format);
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let refs: Vec<&ono_data::import::SampleRef> =
-        preds.iter().flat_map(|(_, _, r)| r.iter()).collect();
-    let mut names: Vec<String> = refs.iter().map(|r| r.stem()).collect();
-    let mut seen = std::collections::HashSet::new();
-    if !names.iter().all(|n| seen.insert(n.clone())) {
-        // Two sources of one name (in different folders): numbered, in output order.
-        names = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| format!("{i:04}-{n}"))
-            .collect();
-    }
-    let mut report = Vec::new();
-    let mut k = 0usize;
+    let names = output_names(preds.iter().flat_map(|(_, _, r)| r.iter()));
+    let mut files = Vec::new();
     for (pred, split, refs) in &preds {
+        let target = split.y.f_to_kind(Kind::Double)?;
+        let mask = match &split.lengths {
+            Some(l) => ono_data::dataset::length_mask(l, split.points(), Device::Cpu)?,
+            None => None,
+        };
+        let rel = Vec::<f64>::try_from(ono_nn::loss::relative_l2(
+            pred,
+            &target,
+            ono_nn::loss::Reduction::None,
+            mask.as_ref(),
+        )?)?;
         for (b, r) in refs.iter().enumerate() {
-            let name = &names[k];
-            k += 1;
             let n = split.lengths.as_ref().map_or(split.points(), |l| l[b]);
-            // Row `s` of a (S, N, C) tensor over the sample's points, in the file's order.
-            let rows = |t: &Tensor, s: i64| -> Result<Vec<f64>> {
-                let c = t.size()[2] as usize;
-                let v = Vec::<f64>::try_from(
-                    t.f_get(s)?
-                        .f_narrow(0, 0, n)?
-                        .f_to_kind(Kind::Double)?
-                        .f_reshape([-1])?,
-                )?;
-                Ok(match &order {
-                    None => v,
-                    Some(order) => {
-                        let mut back = vec![0.0; v.len()];
-                        for (kk, &i) in order.iter().enumerate() {
-                            back[i * c..(i + 1) * c].copy_from_slice(&v[kk * c..(kk + 1) * c]);
-                        }
-                        back
-                    }
-                })
+            let sample = |t: &Tensor, s: usize| -> Result<Tensor> {
+                let rows = t.f_get(s as i64)?.f_narrow(0, 0, n)?;
+                Ok(m.layout.to_file_order(&rows.f_to_kind(Kind::Double)?)?)
             };
-            let (pv, tv) = (rows(pred, b as i64)?, rows(&split.y, b as i64)?);
-            let err: Vec<f64> = pv.iter().zip(&tv).map(|(a, b)| a - b).collect();
-            let rel = (err.iter().map(|e| e * e).sum::<f64>()
-                / tv.iter().map(|t| t * t).sum::<f64>())
-            .sqrt();
-            // Per target field: its columns of the concatenated channels.
-            let c: usize = m.targets.iter().map(|f| f.components).sum();
-            let mut arrays = Vec::new();
-            let mut col = 0usize;
-            for f in &m.targets {
-                let cols = |v: &[f64]| -> Vec<f64> {
-                    v.chunks(c)
-                        .flat_map(|row| row[col..col + f.components].iter().copied())
-                        .collect()
-                };
-                for (suffix, v) in [("prediction", &pv), ("target", &tv), ("error", &err)] {
-                    arrays.push(MeshArray {
-                        name: format!("{}_{suffix}", f.name),
-                        components: f.components,
-                        values: cols(v),
-                    });
-                }
-                col += f.components;
-            }
-            let file = match format {
-                Format::Vtu => {
-                    let (point, cell) = match m.association {
-                        Association::Point => (&arrays[..], &[][..]),
-                        Association::Cell => (&[][..], &arrays[..]),
-                    };
-                    ono_data::readers::vtk::write_mesh_with(&r.file, &out.join(name), point, cell)?
-                }
-                _ => {
-                    let mut named: Vec<NamedArray> = arrays
-                        .iter()
-                        .map(|a| {
-                            NamedArray::new(
-                                a.name.clone(),
-                                vec![a.tuples(), a.components],
-                                ArrayData::F64(a.values.clone()),
-                            )
-                        })
-                        .collect::<Result<_, _>>()?;
-                    let shared = split.pos.size()[0] == 1;
-                    let d = split.pos.size()[2] as usize;
-                    let coords = rows(&split.pos, if shared { 0 } else { b as i64 })?;
-                    let coords =
-                        NamedArray::new("coords", vec![n as usize, d], ArrayData::F64(coords))?;
-                    named.push(coords);
-                    let file = out.join(format!("{name}.npz"));
-                    ono_data::readers::npy::write_npz(&file, &named)?;
-                    file
-                }
-            };
-            report.push(serde_json::json!({
-                "source": r.file, "output": file, "points": n, "rel_l2": rel,
-            }));
+            let shared = split.pos.size()[0] == 1;
+            let written = SampleFiles { m, format, out }.write(
+                &names[files.len()],
+                r,
+                &sample(pred, b)?,
+                &sample(&target, b)?,
+                &sample(&split.pos, if shared { 0 } else { b })?,
+            )?;
+            files.push(PredictedSample {
+                source: r.file.clone(),
+                output: written,
+                points: n,
+                rel_l2: rel[b],
+            });
         }
     }
-    let mean = report
-        .iter()
-        .filter_map(|r| r["rel_l2"].as_f64())
-        .sum::<f64>()
-        / report.len().max(1) as f64;
-    println!(
-        "{}",
-        serde_json::json!({ "samples": report.len(), "mean_rel_l2": mean, "files": report })
-    );
+    let mean = files.iter().map(|f| f.rel_l2).sum::<f64>() / files.len().max(1) as f64;
     eprintln!(
         "wrote {} predictions to {} (mean relative L2 {mean:.4e})",
-        report.len(),
+        files.len(),
         out.display()
     );
+    println!(
+        "{}",
+        serde_json::to_string(&Predictions {
+            samples: files.len(),
+            mean_rel_l2: mean,
+            files,
+        })?
+    );
     Ok(())
+}
+
+/// The predictions of `split` (S, N, C) in float64 on the CPU: `batch` samples per pass, on the
+/// dataset's `grid` when it has one.
+fn predict_split(p: &Predictor, grid: Option<&[i64]>, split: &Split, batch: i64) -> Result<Tensor> {
+    let pred = match grid {
+        Some(g) => {
+            let mut out = Vec::new();
+            let dev = p.model.device();
+            for start in (0..split.len()).step_by(batch.max(1) as usize) {
+                let n = batch.max(1).min(split.len() - start);
+                let fx = split.fx.f_narrow(0, start, n)?;
+                let pos = if split.pos.size()[0] == 1 {
+                    split.pos.f_expand([n, -1, -1], false)?
+                } else {
+                    split.pos.f_narrow(0, start, n)?
+                };
+                let (fx, pos) = (
+                    fx.f_to_device(dev)?.f_to_kind(p.kind())?,
+                    pos.f_to_device(dev)?.f_to_kind(p.kind())?,
+                );
+                out.push(
+                    p.predict(&pos, &fx, 0, Some(g), None)?
+                        .f_to_device(Device::Cpu)?,
+                );
+            }
+            Tensor::f_cat(&out, 0)?
+        }
+        None => p.predict_samples(split, batch)?.f_to_device(Device::Cpu)?,
+    };
+    Ok(pred.f_to_kind(Kind::Double)?)
+}
+
+/// A file name per sample: its source's stem, numbered in output order when two sources (in
+/// different folders) share one.
+fn output_names<'a>(refs: impl Iterator<Item = &'a SampleRef>) -> Vec<String> {
+    let names: Vec<String> = refs.map(SampleRef::stem).collect();
+    let mut seen = std::collections::HashSet::new();
+    if names.iter().all(|n| seen.insert(n.clone())) {
+        return names;
+    }
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("{i:04}-{n}"))
+        .collect()
+}
+
+/// Where and how one sample's prediction is written.
+struct SampleFiles<'a> {
+    m: &'a ImportManifest,
+    format: Format,
+    out: &'a Path,
+}
+
+impl SampleFiles<'_> {
+    /// Writes sample `r`'s prediction, target and error per target field (its rows (n, C) in
+    /// the file's point order; `coords` (n, d)) as `name`: a copy of its mesh with the fields
+    /// added (vtu) or a NumPy archive with its coordinates (npz). Returns the file.
+    fn write(
+        &self,
+        name: &str,
+        r: &SampleRef,
+        pred: &Tensor,
+        target: &Tensor,
+        coords: &Tensor,
+    ) -> Result<PathBuf> {
+        use ono_data::import::Association;
+        let host =
+            |t: &Tensor| -> Result<Vec<f64>> { Ok(Vec::<f64>::try_from(t.f_reshape([-1])?)?) };
+        let (pv, tv) = (host(pred)?, host(target)?);
+        let err: Vec<f64> = pv.iter().zip(&tv).map(|(a, b)| a - b).collect();
+        // Per target field: its columns of the concatenated channels.
+        let c: usize = self.m.targets.iter().map(|f| f.components).sum();
+        let mut arrays = Vec::new();
+        let mut col = 0usize;
+        for f in &self.m.targets {
+            let cols = |v: &[f64]| -> Vec<f64> {
+                v.chunks(c)
+                    .flat_map(|row| row[col..col + f.components].iter().copied())
+                    .collect()
+            };
+            for (suffix, v) in [("prediction", &pv), ("target", &tv), ("error", &err)] {
+                arrays.push(MeshArray {
+                    name: format!("{}_{suffix}", f.name),
+                    components: f.components,
+                    values: cols(v),
+                });
+            }
+            col += f.components;
+        }
+        if self.format == Format::Vtu {
+            let (point, cell) = match self.m.association {
+                Association::Point => (&arrays[..], &[][..]),
+                Association::Cell => (&[][..], &arrays[..]),
+            };
+            return Ok(ono_data::readers::vtk::write_mesh_with(
+                &r.file,
+                &self.out.join(name),
+                point,
+                cell,
+            )?);
+        }
+        let mut named: Vec<NamedArray> = arrays
+            .iter()
+            .map(|a| {
+                NamedArray::new(
+                    a.name.clone(),
+                    vec![a.tuples(), a.components],
+                    ArrayData::F64(a.values.clone()),
+                )
+            })
+            .collect::<Result<_, _>>()?;
+        named.push(named_array("coords", coords)?);
+        let file = self.out.join(format!("{name}.npz"));
+        ono_data::readers::npy::write_npz(&file, &named)?;
+        Ok(file)
+    }
 }

@@ -7,16 +7,21 @@ use ono_train::config::TrainConfig;
 use ono_train::handoff::{self, Handoff};
 use ono_train::parallel::{self, DataParallel};
 use ono_train::progress::Progress;
-use ono_train::{RunSpec, Trainer};
+use ono_train::{RunSpec, Summary, Trainer};
 
 use crate::figures::RunFigures;
 
-/// Trains (or, with `resume`, continues) the run of `config`; prints a JSON summary line. With
-/// `handoff`, first writes the run's hand-off to the reference loop there.
+/// Trains (or, with `resume`, continues) the run of `config`; its summary, on the process that
+/// reports. With `handoff`, first writes the run's hand-off to the reference loop there.
 ///
 /// Started by a launcher (`torchrun`, `srun`, `mpirun`: [`DataParallel::from_env`]) this process
-/// is one of a data-parallel run; rank 0 alone reports, writes and prints the summary.
-pub fn train(config: PathBuf, resume: bool, quiet: bool, handoff: Option<PathBuf>) -> Result<()> {
+/// is one of a data-parallel run; rank 0 alone reports, writes and returns the summary.
+pub fn train(
+    config: PathBuf,
+    resume: bool,
+    quiet: bool,
+    handoff: Option<PathBuf>,
+) -> Result<Option<Summary>> {
     let cfg = TrainConfig::from_file(&config)?;
     let run = RunSpec::resolve(cfg).with_context(|| format!("in {}", config.display()))?;
     let parallel = DataParallel::from_env(run.device, parallel::timeout_from_env()?)?;
@@ -41,8 +46,5 @@ pub fn train(config: PathBuf, resume: bool, quiet: bool, handoff: Option<PathBuf
         Progress::auto(total, trainer.state().global_step)
     };
     let summary = trainer.run(&progress)?;
-    if leader {
-        println!("{}", serde_json::to_string(&summary)?);
-    }
-    Ok(())
+    Ok(leader.then_some(summary))
 }

@@ -12,10 +12,40 @@ use ono_data::readers::npy::read_npz;
 use ono_data::readers::vtk::read_mesh;
 
 use common::{json, ok, ono, temp_dir};
+use ono_cli::compare::{Comparison, Entry, Granted, Timed};
+use ono_cli::predict::Predictions;
+use ono_cli::reproduce::execute::{Outcome, Status};
+use ono_train::RunFolder;
 
 /// `summary.json` of an `ono compare` output folder.
-fn summary(out: &Path) -> serde_json::Value {
+fn summary(out: &Path) -> Comparison {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// The entry of `model` (its first seed).
+fn entry<'a>(s: &'a Comparison, model: &str) -> &'a Entry {
+    s.entries
+        .iter()
+        .find(|e| match e {
+            Entry::Run { model: m, .. } | Entry::Refused { model: m, .. } => m == model,
+        })
+        .unwrap_or_else(|| panic!("no {model} in {s:?}"))
+}
+
+/// The outcome of a model that ran.
+fn outcome<'a>(s: &'a Comparison, model: &str) -> &'a Outcome {
+    match entry(s, model) {
+        Entry::Run { outcome, .. } => outcome,
+        other => panic!("{model} did not run: {other:?}"),
+    }
+}
+
+/// Why a model was refused.
+fn refusal<'a>(s: &'a Comparison, model: &str) -> &'a str {
+    match entry(s, model) {
+        Entry::Refused { why, .. } => why,
+        other => panic!("{model} was not refused: {other:?}"),
+    }
 }
 
 fn run(args: &[&str]) -> String {
@@ -75,12 +105,10 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         .unwrap();
     ok(&out);
     let first = summary(&dir.join("compare"));
-    let entries = first["entries"].as_array().unwrap();
     let error = |model: &str| -> f64 {
-        let e = entries.iter().find(|e| e["model"] == model).unwrap();
-        assert_eq!(e["result"], "run", "{e}");
-        assert_eq!(e["outcome"]["status"], "done", "{e}");
-        e["outcome"]["test_rel_l2"].as_f64().unwrap()
+        let o = outcome(&first, model);
+        assert_eq!(o.status, Status::Done, "{o:?}");
+        o.test_rel_l2.unwrap()
     };
     let (gnot, transolver, ono_err) = (error("gnot"), error("transolver"), error("ono"));
     assert!(gnot.is_finite() && transolver.is_finite() && ono_err.is_finite());
@@ -88,30 +116,17 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
     // is evaluated on its training samples too.
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(!log.contains("one sample at a time"), "{log}");
-    let bench: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("compare/ono/bench.json")).unwrap())
-            .unwrap();
-    assert_eq!(bench["accumulate_steps"], 1, "{bench}");
+    let bench = RunFolder::new(dir.join("compare/ono"))
+        .read::<Timed>()
+        .unwrap();
+    assert_eq!(bench.accumulate_steps, 1, "{bench:?}");
     for model in ["ono", "gnot", "transolver"] {
-        let e = entries.iter().find(|e| e["model"] == model).unwrap();
-        assert!(
-            e["outcome"]["train_eval_rel_l2"]
-                .as_f64()
-                .unwrap()
-                .is_finite(),
-            "{e}"
-        );
-        assert!(
-            e["outcome"]["train_loss"].as_f64().unwrap().is_finite(),
-            "{e}"
-        );
+        let o = outcome(&first, model);
+        assert!(o.train_eval_rel_l2.unwrap().is_finite(), "{o:?}");
+        assert!(o.train_loss.unwrap().is_finite(), "{o:?}");
     }
-    let fno = entries.iter().find(|e| e["model"] == "fno").unwrap();
-    assert_eq!(fno["result"], "refused");
-    assert!(
-        fno["why"].as_str().unwrap().contains("regular grid"),
-        "{fno}"
-    );
+    let why = refusal(&first, "fno");
+    assert!(why.contains("regular grid"), "{why}");
     let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
     assert!(dir.join("compare/compare.png").is_file());
     for row in [
@@ -152,14 +167,18 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         .unwrap();
     ok(&seeds);
     let seeded = summary(&dir.join("compare"));
-    let seeds: Vec<u64> = seeded["entries"]
-        .as_array()
-        .unwrap()
+    let seeds: Vec<u64> = seeded
+        .entries
         .iter()
-        .map(|e| e["seed"].as_u64().unwrap())
+        .map(|e| match e {
+            Entry::Run { seed, .. } => *seed,
+            other => panic!("{other:?}"),
+        })
         .collect();
     assert_eq!(seeds, [0, 1]);
-    assert!(dir.join("compare/ono@seed1/bench.json").is_file());
+    assert!(RunFolder::new(dir.join("compare/ono@seed1"))
+        .read::<Timed>()
+        .is_some());
     let report = std::fs::read_to_string(dir.join("compare/report.md")).unwrap();
     assert!(report.contains(" (2 seeds, "), "{report}");
     // A budget in optimizer steps: ONO's batch of 8 is one step per epoch of the 8 training
@@ -177,15 +196,15 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
         .unwrap();
     ok(&steps);
     let epochs = |model: &str| -> u64 {
-        let path = dir.join("steps").join(model).join("budget.json");
-        let b: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        b["epochs"].as_u64().unwrap()
+        RunFolder::new(dir.join("steps").join(model))
+            .read::<Granted>()
+            .unwrap()
+            .epochs
     };
     assert_eq!((epochs("ono"), epochs("gnot")), (3, 1));
 
     let ckpt = p("compare/gnot/checkpoints/last.safetensors");
-    let predicted = |format: &str| -> serde_json::Value {
+    let predicted = |format: &str| -> Predictions {
         let out = ono()
             .args([
                 "predict",
@@ -202,15 +221,15 @@ fn vtu_files_import_compare_and_predict_back_on_their_meshes() {
     };
     let (vtu, npz) = (predicted("vtu"), predicted("npz"));
     // The mean over the test samples is the test error the run reported.
-    let mean = npz["mean_rel_l2"].as_f64().unwrap();
+    let mean = npz.mean_rel_l2;
     assert!((mean - gnot).abs() <= 1e-5 * gnot, "{mean} vs {gnot}");
-    assert_eq!(vtu["samples"], npz["samples"]);
-    let files = vtu["files"].as_array().unwrap();
-    assert_eq!(files.len(), 2, "round(10 × 0.2) test samples");
-    for (v, n) in files.iter().zip(npz["files"].as_array().unwrap()) {
-        let source = read_mesh(Path::new(v["source"].as_str().unwrap())).unwrap();
-        let back = read_mesh(Path::new(v["output"].as_str().unwrap())).unwrap();
-        let arrays = read_npz(Path::new(n["output"].as_str().unwrap()), None).unwrap();
+    assert_eq!(vtu.samples, npz.samples);
+    assert_eq!(vtu.files.len(), 2, "round(10 × 0.2) test samples");
+    for (v, n) in vtu.files.iter().zip(&npz.files) {
+        assert_eq!(v.rel_l2, n.rel_l2, "one prediction, two formats");
+        let source = read_mesh(&v.source).unwrap();
+        let back = read_mesh(&v.output).unwrap();
+        let arrays = read_npz(&n.output, None).unwrap();
         let npy = |name: &str| {
             arrays
                 .iter()
@@ -277,25 +296,12 @@ fn compare_on_a_grid_trains_fno_and_refuses_by_reason() {
         .unwrap();
     ok(&out);
     let summary = summary(&dir.join("compare"));
-    let entry = |m: &str| {
-        summary["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["model"] == m)
-            .unwrap()
-            .clone()
-    };
-    let fno = entry("fno");
-    assert_eq!(fno["outcome"]["status"], "done", "{fno}");
-    assert!(fno["outcome"]["test_rel_l2"].as_f64().unwrap().is_finite());
-    assert!(
-        summary["kind"].as_str().unwrap().contains("grid [17, 17]"),
-        "{summary}"
-    );
+    let fno = outcome(&summary, "fno");
+    assert_eq!(fno.status, Status::Done, "{fno:?}");
+    assert!(fno.test_rel_l2.unwrap().is_finite());
+    assert!(summary.kind.contains("grid [17, 17]"), "{summary:?}");
     for (m, why) in [("geofno", "Geo-FNO is FNO"), ("galerkin", "fine grid")] {
-        let e = entry(m);
-        assert_eq!(e["result"], "refused", "{e}");
-        assert!(e["why"].as_str().unwrap().contains(why), "{e}");
+        let said = refusal(&summary, m);
+        assert!(said.contains(why), "{said}");
     }
 }

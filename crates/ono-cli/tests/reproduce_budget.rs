@@ -7,31 +7,8 @@ mod common;
 use std::path::Path;
 
 use common::{ok, ono, temp_dir};
-use serde::Deserialize;
-
-/// What the test reads of `budget.json`.
-#[derive(Debug, Deserialize)]
-struct Budget {
-    device: String,
-    memory: String,
-    experiments: Vec<Row>,
-    total_hours: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Row {
-    id: String,
-    status: String,
-    params: i64,
-    batch: i64,
-    steps_per_batch: i64,
-    s_per_batch: f64,
-    batches_per_epoch: u64,
-    epochs: u64,
-    hours: f64,
-    peak_mb: Option<f64>,
-    data_mb: f64,
-}
+use ono_cli::reproduce::budget::{Budget, Estimate, MemorySource, Status};
+use ono_train::RunFolder;
 
 /// FNO's Table 1 experiments of the paper plan, measured into `out`.
 fn measure(out: &Path) -> std::process::Output {
@@ -57,14 +34,21 @@ fn measure_budgets_paper_size_experiments() {
     let stdout = String::from_utf8_lossy(&run.stdout);
     let b = budget(&out);
     assert_eq!(
-        (b.device.as_str(), b.memory.as_str()),
-        ("cpu", "cpu_peak_rss")
+        (b.device.as_str(), b.memory),
+        ("cpu", MemorySource::CpuPeakRss)
     );
     let ids: Vec<&str> = b.experiments.iter().map(|r| r.id.as_str()).collect();
     assert_eq!(ids, ["ns2d/fno", "darcy/fno"]);
     let mib = (1u64 << 20) as f64;
-    for r in &b.experiments {
-        assert_eq!(r.status, "measured", "{r:?}");
+    let measured: Vec<(&str, &Estimate)> = b
+        .experiments
+        .iter()
+        .map(|r| match &r.status {
+            Status::Measured(m) => (r.id.as_str(), m),
+            other => panic!("{}: {other:?}", r.id),
+        })
+        .collect();
+    for &(id, r) in &measured {
         // The paper's recipe: batch 20, 1000 training samples, 500 epochs.
         assert_eq!(
             (r.batch, r.batches_per_epoch, r.epochs),
@@ -80,8 +64,8 @@ fn measure_budgets_paper_size_experiments() {
         assert!((r.hours - hours).abs() <= 1e-9 * hours, "{r:?}");
         // FNO-2D at width 20 (32 on NS2d), 12 modes: the model the reference builds.
         assert!(r.params > 900_000, "{r:?}");
-        assert!(stdout.contains(&format!("| {} | fno |", r.id)), "{stdout}");
-        assert!(out.join(&r.id).join("measure.toml").is_file());
+        assert!(stdout.contains(&format!("| {id} | fno |")), "{stdout}");
+        assert!(RunFolder::new(out.join(id)).measure_file().is_file());
     }
     // The data the trainer keeps on the device, from the published sizes: NS2d's 1000 + 200
     // samples of 64² points × (10 input + 10 target frames) in float32 and the positions (one
@@ -91,15 +75,14 @@ fn measure_budgets_paper_size_experiments() {
         (1200.0 * 4096.0 * 20.0 * 4.0 + 2.0 * 4096.0 * 2.0 * 4.0) / mib,
         (1100.0 * 7225.0 * 2.0 * 4.0 + 2.0 * 7225.0 * 2.0 * 4.0) / mib,
     ];
-    for (r, want) in b.experiments.iter().zip(expect) {
+    for (&(id, r), want) in measured.iter().zip(expect) {
         assert!(
             (r.data_mb - want).abs() < 1e-6,
-            "{}: {} MB, want {want}",
-            r.id,
+            "{id}: {} MB, want {want}",
             r.data_mb
         );
     }
-    let total: f64 = b.experiments.iter().map(|r| r.hours).sum();
+    let total: f64 = measured.iter().map(|(_, r)| r.hours).sum();
     assert!((b.total_hours - total).abs() <= 1e-9 * total);
     let md = std::fs::read_to_string(out.join("budget.md")).unwrap();
     assert!(md.contains("**Total:") && md.contains("darcy/fno"), "{md}");
@@ -115,14 +98,18 @@ fn measure_budgets_paper_size_experiments() {
     let seconds = |b: &Budget| {
         b.experiments
             .iter()
-            .map(|r| r.s_per_batch)
+            .map(|r| match &r.status {
+                Status::Measured(m) => m.s_per_batch,
+                _ => f64::NAN,
+            })
             .collect::<Vec<_>>()
     };
     assert_eq!(seconds(&b), seconds(&budget(&out)));
     // The measure step trains nothing: no checkpoint anywhere.
     for r in &b.experiments {
-        assert!(!out.join(&r.id).join("checkpoints").exists());
-        assert!(!out.join(&r.id).join("measure").join("checkpoints").exists());
+        let folder = RunFolder::new(out.join(&r.id));
+        assert!(!folder.checkpoints().exists());
+        assert!(!folder.measure().checkpoints().exists());
     }
     let _ = std::fs::remove_dir_all(&out);
 }

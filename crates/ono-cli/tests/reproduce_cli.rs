@@ -7,13 +7,16 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::{neuralop_miniature, ok, ono, temp_dir};
-use serde::Deserialize;
+use ono_cli::reproduce::execute::{Outcome, Status};
+use ono_cli::reproduce::findings::{Claim, Verdict};
+use ono_cli::reproduce::report::Results;
+use ono_cli::reproduce::values::Shown;
+use ono_train::RunFolder;
 
 /// The smoke profile's Table 3 for FNO and ONO into `out`, reading the neuraloperator files
 /// from `neuralop`.
@@ -27,76 +30,17 @@ fn reproduce(out: &Path, neuralop: &Path) -> std::process::Command {
     c
 }
 
-/// What the tests read of `summary.json`.
-#[derive(Debug, Deserialize)]
-struct Summary {
-    findings: Vec<Finding>,
-    cells: Vec<CellOut>,
-    experiments: Vec<Outcome>,
-}
-
-/// A finding: its claim's kind and its verdict.
-#[derive(Debug, Deserialize)]
-struct Finding {
-    claim: Claim,
-    verdict: Verdict,
-    numbers: Vec<Number>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Claim {
-    kind: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Verdict {
-    verdict: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Number {
-    label: String,
-    value: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct CellOut {
-    table: usize,
-    ours: Shown,
-    experiment: Option<String>,
-}
-
-#[derive(Debug, PartialEq, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "value")]
-enum Shown {
-    Value(f64),
-    Unsupported,
-    Missing(String),
-}
-
-#[derive(Debug, Deserialize)]
-struct Outcome {
-    id: String,
-    status: String,
-    test_rel_l2: Option<f64>,
-    mean_field: Option<f64>,
-    at_stride: BTreeMap<String, f64>,
-    grid_at_stride: BTreeMap<String, i64>,
-    #[serde(default)]
-    at_resolution: BTreeMap<String, f64>,
-}
-
-fn summary(out: &Path) -> Summary {
+fn summary(out: &Path) -> Results {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
 
 /// The cells' values, in order.
-fn values(s: &Summary) -> Vec<f64> {
+fn values(s: &Results) -> Vec<f64> {
     values_of(s, |_| true)
 }
 
 /// The values of the cells whose experiment passes `keep`, in order.
-fn values_of(s: &Summary, keep: impl Fn(&str) -> bool) -> Vec<f64> {
+fn values_of(s: &Results, keep: impl Fn(&str) -> bool) -> Vec<f64> {
     s.cells
         .iter()
         .filter(|c| keep(c.experiment.as_deref().unwrap_or_default()))
@@ -141,7 +85,7 @@ fn smoke_table3_runs_skips_and_resumes() {
     assert!(v.iter().all(|x| x.is_finite() && *x > 0.0), "{v:?}");
     for id in ["superres/fno", "superres/ono"] {
         let e = s.experiments.iter().find(|e| e.id == id).unwrap();
-        assert_eq!(e.status, "done");
+        assert_eq!(e.status, Status::Done);
         let grids: Vec<i64> = ["7", "5", "3", "2", "1"]
             .iter()
             .map(|r| e.grid_at_stride[*r])
@@ -164,7 +108,7 @@ fn smoke_table3_runs_skips_and_resumes() {
     // Table 1's Darcy runs on the neuraloperator miniature, tested on its 2× test file.
     for id in ["darcy/fno", "darcy/ono"] {
         let e = s.experiments.iter().find(|e| e.id == id).unwrap();
-        assert_eq!(e.status, "done", "{id}");
+        assert_eq!(e.status, Status::Done, "{id}");
         let zero_shot = e.at_resolution["32"];
         assert!(
             zero_shot.is_finite() && zero_shot > 0.0,
@@ -193,20 +137,22 @@ fn smoke_table3_runs_skips_and_resumes() {
     );
     // Table 3 (once per data set: the generated 421² one and the neuraloperator one) and the
     // mean field are judged, from the numbers of the runs.
-    let kinds: Vec<&str> = s.findings.iter().map(|f| f.claim.kind.as_str()).collect();
-    assert_eq!(
-        kinds,
-        [
-            "mean_field_bar",
-            "beats_mean_field",
-            "super_resolution",
-            "super_resolution"
-        ],
+    let claims: Vec<&Claim> = s.findings.iter().map(|f| &f.claim).collect();
+    assert!(
+        matches!(
+            claims[..],
+            [
+                Claim::MeanFieldBar { .. },
+                Claim::BeatsMeanField,
+                Claim::SuperResolution { .. },
+                Claim::SuperResolution { .. }
+            ]
+        ),
         "{s:?}"
     );
     for f in &s.findings {
         assert!(
-            ["holds", "does_not_hold"].contains(&f.verdict.verdict.as_str()),
+            matches!(f.verdict, Verdict::Holds | Verdict::DoesNotHold),
             "{f:?}"
         );
     }
@@ -228,7 +174,7 @@ fn smoke_table3_runs_skips_and_resumes() {
     assert_eq!(number("FNO finest"), fno.at_stride["1"]);
     let holds =
         number("ONO finest") - number("ONO trained") < number("FNO finest") - number("FNO trained");
-    assert_eq!(superres.verdict.verdict == "holds", holds, "{superres:?}");
+    assert_eq!(superres.verdict == Verdict::Holds, holds, "{superres:?}");
     // The neuraloperator pair: trained at its resolution, finest its 2× test file.
     let zero_shot = &s.findings[3];
     let fno = s.experiments.iter().find(|e| e.id == "darcy/fno").unwrap();
@@ -314,11 +260,12 @@ fn old_run_folder(out: &Path, skip: &[&str]) {
 /// evaluated on other data, is off by percents.
 const RESUMED_EVAL_REL: f64 = 1e-5;
 
-/// The numbers of the earlier run (its result.json).
+/// The numbers of the earlier run (its result record).
 fn old_result() -> Outcome {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/run_c77bf0e");
-    let text = std::fs::read_to_string(src.join("superres/fno/result.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    RunFolder::new(src.join("superres/fno"))
+        .read::<Outcome>()
+        .expect("the old run folder's result reads as today's Outcome")
 }
 
 /// A quick-profile run folder of an earlier version still works: its finished experiment is
@@ -342,7 +289,7 @@ fn run_folders_of_the_string_built_planner_are_skipped_or_resumed() {
             .arg(out);
         ok(&c.output().unwrap())
     };
-    let superres = |s: &Summary| values_of(s, |id| id == "superres/fno");
+    let superres = |s: &Results| values_of(s, |id| id == "superres/fno");
 
     let done = dir.join("done");
     old_run_folder(&done, &[]);

@@ -174,6 +174,31 @@ pub enum ImportLayout {
     PointCloud { ragged: bool },
 }
 
+impl ImportLayout {
+    /// A sample's `rows` (n, c) in the dataset's point order, put back in its file's order: the
+    /// inverse of the row-major reordering of a grid found among scattered points; the rows as
+    /// they are for every other layout.
+    pub fn to_file_order(&self, rows: &Tensor) -> Result<Tensor> {
+        let ImportLayout::Grid {
+            order: Some(order), ..
+        } = self
+        else {
+            return Ok(rows.shallow_clone());
+        };
+        if rows.dim() == 0 || rows.size()[0] != order.len() as i64 {
+            return Err(Error::Shape {
+                op: "ImportLayout::to_file_order",
+                expected: format!("rows of the grid's {} points", order.len()),
+                got: rows.size(),
+            });
+        }
+        let order: Vec<i64> = order.iter().map(|&i| i as i64).collect();
+        let index = Tensor::f_from_slice(&order)?.f_to_device(rows.device())?;
+        // Node k of the grid is the file's point order[k].
+        Ok(rows.f_zeros_like()?.f_index_copy(0, &index, rows)?)
+    }
+}
+
 /// Where one sample came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SampleRef {

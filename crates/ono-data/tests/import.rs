@@ -199,6 +199,21 @@ fn a_shared_grid_in_shuffled_order_becomes_a_grid() {
         assert_eq!(pos[2 * kk], 0.5 * (kk % 4) as f64);
         assert_eq!(pos[2 * kk + 1], 2.0 * (kk / 4) as f64);
     }
+    // Back in the file's order: the positions as written, point for point.
+    let back = im
+        .manifest
+        .layout
+        .to_file_order(&im.dataset.train.pos.get(0).to_kind(tch::Kind::Double))
+        .unwrap();
+    let back = values(&back.reshape([-1]));
+    for (i, p) in pts.iter().enumerate() {
+        assert_eq!([back[2 * i], back[2 * i + 1]], *p, "file point {i}");
+    }
+    assert!(im
+        .manifest
+        .layout
+        .to_file_order(&im.dataset.train.pos.get(0).narrow(0, 0, 11))
+        .is_err());
     for (split, refs) in [
         (&im.dataset.train, &im.manifest.train),
         (&im.dataset.test, &im.manifest.test),

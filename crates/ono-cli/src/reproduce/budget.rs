@@ -7,17 +7,16 @@
 //! known before anything is trained.
 
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 
 use ono_data::benchmarks::{miniature, Benchmark};
-use ono_train::bench_train::BatchReport;
 use ono_train::config::TrainConfig;
+
+use crate::message::{self, Ended, Message};
 
 use super::plan::{Plan, Work};
 use super::{execute, Context};
@@ -32,8 +31,6 @@ const TIMED: usize = 2;
 const TEST_SAMPLES: usize = 2;
 /// GPU memory sizes a cell is checked against, in GiB.
 const GPU_GIB: [f64; 3] = [24.0, 40.0, 80.0];
-/// How often `nvidia-smi` is asked for a measured process's GPU memory.
-const GPU_SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// The budget of a plan on one device: `budget.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -293,35 +290,22 @@ fn measure_one(
         .args(["--warmup", &WARMUP.to_string()])
         // The error alone, not its backtrace (which `RUST_BACKTRACE` may ask for).
         .env("RUST_LIB_BACKTRACE", "0");
-    let run = run_sampled(cmd, memory == MemorySource::GpuNvidiaSmi)?;
-    if let Some(signal) = run.signal {
-        return Ok(Status::Failed {
-            reason: format!(
-                "killed by signal {signal}{}",
-                if signal == 9 {
-                    " (out of memory, most likely)"
-                } else {
-                    ""
-                }
-            ),
-        });
-    }
-    if !run.success {
-        let tail: Vec<&str> = run
-            .stderr
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .rev()
-            .take(3)
-            .collect();
-        return Ok(Status::Failed {
-            reason: tail.into_iter().rev().collect::<Vec<_>>().join(" / "),
-        });
-    }
-    let line = run.stdout.lines().last().unwrap_or_default();
-    let r: BatchReport = serde_json::from_str(line)
-        .with_context(|| format!("bench-train printed no report line ({line:?})"))?;
+    let mut gpu_peak_mb: Option<f64> = None;
+    let ended = message::run(cmd, |pid| {
+        if memory == MemorySource::GpuNvidiaSmi {
+            if let Some(mb) = gpu_memory_mb(pid) {
+                gpu_peak_mb = Some(gpu_peak_mb.map_or(mb, |p| p.max(mb)));
+            }
+        }
+    })?;
+    let r = match ended {
+        Ended::Said(Message::BatchTimes(r)) => r,
+        other => {
+            return Ok(Status::Failed {
+                reason: other.describe(),
+            })
+        }
+    };
     let batches_per_epoch = ntrain.div_ceil(r.batch.max(1) as usize) as u64;
     let hours = r.median_s * (batches_per_epoch * config.epochs) as f64 / 3600.0;
     let data_mb = (r.train_shared_bytes as f64
@@ -339,73 +323,11 @@ fn measure_one(
         hours,
         peak_mb: match memory {
             MemorySource::CpuPeakRss => r.peak_rss_mb,
-            MemorySource::GpuNvidiaSmi => run.gpu_peak_mb,
+            MemorySource::GpuNvidiaSmi => gpu_peak_mb,
         },
         data_mb,
         earlier: false,
     }))
-}
-
-/// A finished measured process.
-struct Sampled {
-    success: bool,
-    /// The signal that ended it, if one did (SIGKILL: the kernel's out-of-memory killer).
-    signal: Option<i32>,
-    stdout: String,
-    stderr: String,
-    /// The largest GPU memory `nvidia-smi` showed for it, MB.
-    gpu_peak_mb: Option<f64>,
-}
-
-/// Runs `cmd`, asking `nvidia-smi` for its GPU memory every [`GPU_SAMPLE_EVERY`] while it runs
-/// when `gpu`.
-fn run_sampled(mut cmd: Command, gpu: bool) -> Result<Sampled> {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("starting ono bench-train")?;
-    let pid = child.id();
-    // Both pipes drained on threads of their own, so that a full pipe never stalls the child.
-    let drain = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().context("stdout")?));
-    let err = drain(Box::new(child.stderr.take().context("stderr")?));
-    let mut gpu_peak_mb: Option<f64> = None;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if gpu {
-            if let Some(mb) = gpu_memory_mb(pid) {
-                gpu_peak_mb = Some(gpu_peak_mb.map_or(mb, |p| p.max(mb)));
-            }
-        }
-        std::thread::sleep(GPU_SAMPLE_EVERY);
-    };
-    Ok(Sampled {
-        success: status.success(),
-        signal: signal_of(&status),
-        stdout: out.join().unwrap_or_default(),
-        stderr: err.join().unwrap_or_default(),
-        gpu_peak_mb,
-    })
-}
-
-/// The signal that ended a process.
-#[cfg(unix)]
-fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
-    std::os::unix::process::ExitStatusExt::signal(status)
-}
-
-#[cfg(not(unix))]
-fn signal_of(_: &std::process::ExitStatus) -> Option<i32> {
-    None
 }
 
 /// The GPU memory of process `pid` now, MB, as `nvidia-smi` lists it (`None` without

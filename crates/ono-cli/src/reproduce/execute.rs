@@ -10,13 +10,15 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use ono_train::bench_step::StepReport;
 use ono_train::checkpoint::Checkpoint;
 use ono_train::config::TrainConfig;
 use ono_train::evaluate::{evaluate_checkpoint, EvalData};
 use ono_train::progress::Progress;
 use ono_train::run_folder::{Record, RecordFile};
 use ono_train::{RunFolder, RunSpec, Trainer};
+
+use crate::data::{DarcyArgs, GenArgs};
+use crate::message::{self, Ended, Message};
 
 use super::plan::{DataPaths, Experiment, Measure, Profile, Reduced, Work};
 use super::Context as RunContext;
@@ -314,14 +316,9 @@ pub fn finished(dir: &RunFolder, e: &Experiment) -> Option<Outcome> {
 }
 
 /// Generates the reduced profiles' data sets that the selected experiments read and that are
-/// not there yet (each file is written atomically by `ono data`, and a marker beside it records
-/// the command that made it).
-pub fn prepare_data(
-    profile: Profile,
-    data: &DataPaths,
-    experiments: &[Experiment],
-    ctx: &RunContext,
-) -> Result<()> {
+/// not there yet, in this process (each file is written atomically, and a marker beside it
+/// records the `ono data` command that makes it).
+pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experiment]) -> Result<()> {
     let Some(r) = Reduced::of(profile) else {
         return Ok(());
     };
@@ -338,7 +335,11 @@ pub fn prepare_data(
     };
     std::fs::create_dir_all(&data.generated)
         .with_context(|| format!("creating {}", data.generated.display()))?;
-    let mut jobs: Vec<(PathBuf, Vec<String>)> = Vec::new();
+    // Each job with the command line that makes the same file: the marker beside the file
+    // records it, so that a data folder of an earlier version is reused as it was.
+    let mut jobs: Vec<(PathBuf, String, DataJob)> = Vec::new();
+    let count =
+        |n: i64| usize::try_from(n).with_context(|| format!("the plan asks for {n} samples"));
     if reads("darcy") {
         let (ntrain, ntest) = (r.superres.ntrain, r.superres.ntest);
         for (file, n, seed) in [
@@ -346,92 +347,91 @@ pub fn prepare_data(
             ("piececonst_r421_N1024_smooth2.mat", ntest, 2),
         ] {
             let out = data.generated.join(file);
-            jobs.push((
-                out.clone(),
-                vec![
-                    "data".into(),
-                    "gen".into(),
-                    "darcy".into(),
-                    "--res".into(),
-                    "421".into(),
-                    "--n".into(),
-                    n.to_string(),
-                    "--seed".into(),
-                    seed.to_string(),
-                    "--out".into(),
-                    out.display().to_string(),
-                ],
-            ));
+            let line = format!(
+                "data gen darcy --res 421 --n {n} --seed {seed} --out {}",
+                out.display()
+            );
+            let job = DataJob::Gen(GenArgs {
+                kind: "darcy".into(),
+                n: count(n)?,
+                res: Some(421),
+                seed,
+                out: out.clone(),
+                profile: "full".into(),
+                device: "cpu".into(),
+                t_final: None,
+                batch: None,
+                scheme: None,
+            });
+            jobs.push((out, line, job));
         }
     }
     if reads("ns2d") {
         let n = r.ns2d.ntrain + r.ns2d.ntest;
         let out = data.generated.join("NavierStokes_V1e-5_N1200_T20.mat");
-        jobs.push((
-            out.clone(),
-            vec![
-                "data".into(),
-                "gen".into(),
-                "ns2d".into(),
-                "--profile".into(),
-                "reduced".into(),
-                "--n".into(),
-                n.to_string(),
-                // The trajectories depend on the batch (round-off, through the flow's
-                // instability): a fixed batch keeps them the same whatever `n`.
-                "--batch".into(),
-                NS2D_GEN_BATCH.to_string(),
-                "--seed".into(),
-                "0".into(),
-                "--out".into(),
-                out.display().to_string(),
-            ],
-        ));
+        // The trajectories depend on the batch (round-off, through the flow's instability): a
+        // fixed batch keeps them the same whatever `n`.
+        let line = format!(
+            "data gen ns2d --profile reduced --n {n} --batch {NS2D_GEN_BATCH} --seed 0 --out {}",
+            out.display()
+        );
+        let job = DataJob::Gen(GenArgs {
+            kind: "ns2d".into(),
+            n: count(n)?,
+            res: None,
+            seed: 0,
+            out: out.clone(),
+            profile: "reduced".into(),
+            device: "cpu".into(),
+            t_final: None,
+            batch: Some(NS2D_GEN_BATCH),
+            scheme: None,
+        });
+        jobs.push((out, line, job));
     }
     if reads("cloud") {
         let (ntrain, ntest) = (r.cloud.ntrain, r.cloud.ntest);
         let out = data.cloud();
-        jobs.push((
-            out.clone(),
-            vec![
-                "data".into(),
-                "darcy".into(),
-                "--res".into(),
-                r.cloud_res.to_string(),
-                "--stride".into(),
-                r.cloud_stride.to_string(),
-                "--points".into(),
-                r.cloud_points.to_string(),
-                "--n-train".into(),
-                ntrain.to_string(),
-                "--n-test".into(),
-                ntest.to_string(),
-                "--seed".into(),
-                "3".into(),
-                "--out".into(),
-                out.display().to_string(),
-            ],
-        ));
+        let line = format!(
+            "data darcy --res {} --stride {} --points {} --n-train {ntrain} --n-test {ntest} --seed 3 --out {}",
+            r.cloud_res,
+            r.cloud_stride,
+            r.cloud_points,
+            out.display()
+        );
+        let job = DataJob::Darcy(DarcyArgs {
+            n_train: count(ntrain)?,
+            n_test: count(ntest)?,
+            res: r.cloud_res,
+            stride: r.cloud_stride,
+            seed: 3,
+            points: Some(r.cloud_points),
+            out: out.clone(),
+        });
+        jobs.push((out, line, job));
     }
-    for (out, args) in jobs {
+    for (out, line, job) in jobs {
         let marker = out.with_extension("args");
-        let line = args.join(" ");
         if out.is_file() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&line) {
             continue;
         }
         eprintln!("[data] ono {line}");
         let start = Instant::now();
-        let status = Command::new(&ctx.exe)
-            .args(&args)
-            .status()
-            .with_context(|| format!("starting {}", ctx.exe.display()))?;
-        if !status.success() {
-            bail!("data generation failed ({status}): ono {line}");
+        match &job {
+            DataJob::Gen(a) => crate::data::generate(a),
+            DataJob::Darcy(a) => crate::data::darcy(a),
         }
+        .with_context(|| format!("data generation failed: ono {line}"))?;
         ono_io::atomic::write_atomic(&marker, line.as_bytes())?;
         eprintln!("[data] done in {:.1} s", start.elapsed().as_secs_f64());
     }
     Ok(())
+}
+
+/// A data set reproduce generates, in this process.
+enum DataJob {
+    Gen(GenArgs),
+    Darcy(DarcyArgs),
 }
 
 /// Runs `e` in `dir` (training resumes from the last checkpoint there) and writes its
@@ -696,20 +696,15 @@ fn train_parallel(
     if ctx.quiet {
         cmd.arg("--quiet");
     }
-    let out = cmd
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .with_context(|| {
-            format!(
-                "starting {} (set ONO_TORCHRUN or put torch's torchrun on PATH)",
-                torchrun.display()
-            )
-        })?;
-    if !out.status.success() {
-        bail!("the data-parallel run failed ({})", out.status);
-    }
-    let summary: ono_train::Summary = serde_json::from_slice(&out.stdout)
-        .context("the data-parallel run printed no summary line")?;
+    let ended = message::run(cmd, |_| {}).with_context(|| {
+        format!(
+            "running {} (set ONO_TORCHRUN or put torch's torchrun on PATH)",
+            torchrun.display()
+        )
+    })?;
+    let Ended::Said(Message::Trained(summary)) = ended else {
+        bail!("the data-parallel run failed: {}", ended.describe());
+    };
     let state = Checkpoint::read_state(&summary.last_checkpoint)
         .context("reading the run's last checkpoint state")?;
     let per_step = state
@@ -734,18 +729,10 @@ fn measure(m: &Measure, ctx: &RunContext) -> Result<Fill> {
     if let Some(n) = ctx.threads {
         cmd.args(["--threads", &n.to_string()]);
     }
-    let out = cmd
-        .output()
-        .with_context(|| format!("starting {}", ctx.exe.display()))?;
-    if !out.status.success() {
-        bail!(
-            "bench-step failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let v: StepReport = serde_json::from_slice(&out.stdout)
-        .with_context(|| "bench-step printed no report line".to_string())?;
+    let v = match message::run(cmd, |_| {})? {
+        Ended::Said(Message::StepTimes(v)) => v,
+        other => bail!("bench-step failed: {}", other.describe()),
+    };
     let (step, params, peak) = (Some(v.median_s), Some(v.params), v.peak_rss_mb);
     Ok(Box::new(move |o: &mut Outcome| {
         o.step_s = step;

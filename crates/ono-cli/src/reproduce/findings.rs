@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use ono_models::NnBlock;
 use ono_nn::orthogonal::Orthogonalization;
 use ono_train::config::TrainConfig;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::paper;
 use super::plan::{model_label, Cell, Plan, Source, Work};
@@ -24,7 +24,7 @@ pub const MEAN_FIELD_BAR: f64 = 0.6;
 const MIN_RANKED: usize = 3;
 
 /// What is claimed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Claim {
     /// Every trained experiment ends at most `bar` × its task's mean-field error.
@@ -46,7 +46,7 @@ pub enum Claim {
 }
 
 /// Whether a claim holds in this run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "verdict", content = "missing")]
 pub enum Verdict {
     Holds,
@@ -56,14 +56,14 @@ pub enum Verdict {
 }
 
 /// A number that decides a claim.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Number {
     pub label: String,
     pub value: f64,
 }
 
 /// A claim evaluated.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     pub claim: Claim,
     /// The finding in words.
@@ -293,7 +293,7 @@ fn field(v: &serde_json::Value, keys: &[&str]) -> Option<i64> {
 }
 
 /// An experiment without a number, and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Missing {
     pub experiment: String,
     pub why: String,

@@ -3,14 +3,14 @@
 //! resuming interrupted ones); [`report`] writes `report.md` (led by the paper's findings as
 //! [`findings`] judges them), `summary.json` and the plots.
 
-mod budget;
-pub(crate) mod execute;
-mod findings;
+pub mod budget;
+pub mod execute;
+pub mod findings;
 mod jobs;
 mod paper;
-pub(crate) mod plan;
-mod report;
-mod values;
+pub mod plan;
+pub mod report;
+pub mod values;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -304,7 +304,7 @@ pub fn run(o: Options) -> Result<bool> {
             &ono_io::lock::folder_lock(&data.generated),
             &ono_io::lock::this_process(),
         )?;
-        execute::prepare_data(profile, &data, &plan.experiments, &ctx)?;
+        execute::prepare_data(profile, &data, &plan.experiments)?;
     }
     if !workers.is_empty() {
         jobs::run_workers(&ctx.exe, &worker_args, &workers)?;

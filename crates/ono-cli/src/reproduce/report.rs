@@ -9,31 +9,47 @@ use std::path::Path;
 
 use anyhow::Result;
 use ono_plot::{grouped_bars, line_chart, ChartSeries};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::execute::{self, write_json, Outcome, Status};
-use super::findings;
+use super::findings::{self, Finding};
 use super::plan::{self, Cell, Measure, PaperOnly, Plan, Profile, Source, Work, SEEN_STEPS};
 use super::values::{err, num, Readings, SeedValue, Shown};
 use super::{clock, paper, Context};
 
-/// A cell with its value, for `summary.json`.
-#[derive(Serialize)]
-struct CellOut<'a> {
-    table: usize,
-    row: &'a str,
-    column: &'a str,
-    paper: Option<f64>,
+/// `summary.json`: the report, machine readable.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Results {
+    pub profile: String,
+    pub machine: String,
+    pub device: String,
+    pub commit: String,
+    /// When it was written (UTC).
+    pub written: String,
+    /// Seconds of the call that wrote it.
+    pub wall_s: f64,
+    pub findings: Vec<Finding>,
+    pub cells: Vec<CellOut>,
+    pub experiments: Vec<Outcome>,
+}
+
+/// A cell with its value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellOut {
+    pub table: usize,
+    pub row: String,
+    pub column: String,
+    pub paper: Option<f64>,
     /// The value; the mean over the seeds where the cell has several.
-    ours: Shown,
+    pub ours: Shown,
     /// Half the range of the seeds' values.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    spread: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread: Option<f64>,
     /// Every seed's value, where the cell has several.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    seeds: Vec<SeedValue>,
-    ratio: Option<f64>,
-    experiment: Option<&'a str>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeds: Vec<SeedValue>,
+    pub ratio: Option<f64>,
+    pub experiment: Option<String>,
 }
 
 const TITLES: [&str; 8] = [
@@ -269,14 +285,14 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
             );
             cells_out.push(CellOut {
                 table,
-                row: &c.row,
-                column: &c.column,
+                row: c.row.clone(),
+                column: c.column.clone(),
                 paper: c.paper,
                 spread: reading.spread(),
                 ours: reading.shown,
                 seeds: reading.seeds,
                 ratio,
-                experiment: c.source.experiment(),
+                experiment: c.source.experiment().map(str::to_owned),
             });
         }
         md.push('\n');
@@ -326,17 +342,17 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
     ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
     write_json(
         &out.join("summary.json"),
-        &serde_json::json!({
-            "profile": profile.name(),
-            "machine": ctx.machine,
-            "device": ctx.device,
-            "commit": ctx.commit,
-            "written": super::utc_now(),
-            "wall_s": wall,
-            "findings": found,
-            "cells": cells_out,
-            "experiments": outcomes,
-        }),
+        &Results {
+            profile: profile.name().to_owned(),
+            machine: ctx.machine.clone(),
+            device: ctx.device.clone(),
+            commit: ctx.commit.clone(),
+            written: super::utc_now(),
+            wall_s: wall,
+            findings: found,
+            cells: cells_out,
+            experiments: outcomes.to_vec(),
+        },
     )?;
     Ok(())
 }

@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::execute::{Outcome, Status};
 use super::plan::{Cell, Experiment, Plan, Source, Work, SEEN_STEPS};
 
 /// What a cell shows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "value")]
 pub enum Shown {
     /// Its value; the mean over the seeds that were measured where it has several.
@@ -23,7 +23,7 @@ pub enum Shown {
 }
 
 /// One seed's value of a cell (`summary.json` lists them where a cell has several seeds).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SeedValue {
     pub experiment: String,
     pub seed: u64,
