@@ -202,25 +202,7 @@ pub fn run(o: Options) -> Result<bool> {
     });
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let out = out.canonicalize()?;
-    // Absolute: the experiment files live in the run folders.
-    let published = if o.rehearse {
-        out.join("miniatures")
-    } else {
-        absolute(ono_data::benchmarks::data_dir(o.data_dir.as_deref()))?
-    };
-    let neuralop = match o
-        .neuralop_dir
-        .clone()
-        .or_else(|| std::env::var_os(NEURALOP_DIR_ENV).map(PathBuf::from))
-    {
-        Some(dir) => absolute(dir)?,
-        None => published.clone(),
-    };
-    let data = DataPaths {
-        published,
-        neuralop,
-        generated: out.join("data"),
-    };
+    let data = data_paths(&o, &out)?;
     let worker_args = o.worker_args(&out, &data);
     let shard: Option<jobs::Shard> = o.shard.as_deref().map(str::parse).transpose()?;
     let workers = jobs::plan_jobs(o.jobs, o.devices.as_deref(), &o.device, o.threads)?;
@@ -244,59 +226,9 @@ pub fn run(o: Options) -> Result<bool> {
             &models,
         )?),
     };
-    if let Some(n) = o.threads {
-        anyhow::ensure!(n > 0, "--threads must be positive");
-        tch::set_num_threads(n);
-    }
-    if o.nproc_per_node == Some(0) {
-        anyhow::bail!("--nproc-per-node must be at least 1");
-    }
-    let ctx = Context {
-        nproc_per_node: o.nproc_per_node,
-        exe: std::env::current_exe().context("finding the ono binary")?,
-        device: o.device.clone(),
-        threads: o.threads,
-        machine: machine(),
-        commit: commit(),
-        quiet: false,
-        eval_batch: 4,
-        train_eval: false,
-        rehearsal: o.rehearse,
-        reference: match o.reference_python {
-            Some(python) => {
-                let script = absolute(
-                    o.reference_script
-                        .unwrap_or_else(|| PathBuf::from("benches/pytorch/train_ref.py")),
-                )?;
-                anyhow::ensure!(
-                    script.is_file(),
-                    "--reference-script: {} is not a file",
-                    script.display()
-                );
-                Some(execute::ReferenceLoop { python, script })
-            }
-            None => None,
-        },
-    };
+    let ctx = context(&o)?;
     if o.plan_only {
-        report::write_plan(&out, profile, &plan, &ctx)?;
-        eprintln!(
-            "{} experiments, {} cells: {}",
-            plan.experiments.len(),
-            plan.cells.len(),
-            out.join("plan.md").display()
-        );
-        if o.measure {
-            let b = budget::measure(&plan, &out, &ctx)?;
-            print!("{}", budget::markdown(&b));
-            eprintln!("budget: {}", out.join("budget.md").display());
-            let failed = b
-                .experiments
-                .iter()
-                .any(|r| matches!(r.status, budget::Status::Failed { .. }));
-            return Ok(!failed);
-        }
-        return Ok(true);
+        return plan_only(&out, profile, &plan, &ctx, o.measure);
     }
     {
         // One process generates the data; the others wait for it and find it there.
@@ -318,42 +250,7 @@ pub fn run(o: Options) -> Result<bool> {
     } else {
         (0..n).collect()
     };
-    let mut outcomes: Vec<Option<execute::Outcome>> = vec![None; n];
-    let mut pass = Pass {
-        ctx: &ctx,
-        n,
-        started,
-        seen: 0,
-        spent_new: 0.0,
-        done_new: 0,
-    };
-    let mut locked_elsewhere = Vec::new();
-    for &i in &order {
-        let e = &plan.experiments[i];
-        let dir = RunFolder::new(out.join(&e.id));
-        if shard.is_some_and(|s| !s.takes(i)) {
-            outcomes[i] = execute::finished(&dir, e);
-            continue;
-        }
-        match dir.try_lock() {
-            Ok(Some(_lock)) => outcomes[i] = Some(pass.run(i, e, &dir)),
-            Ok(None) => locked_elsewhere.push(i),
-            Err(err) => outcomes[i] = Some(lock_failed(e, &ctx, err)),
-        }
-    }
-    // What other processes were training: wait for each, then take its result (or train it,
-    // when its process died or failed).
-    for i in locked_elsewhere {
-        let e = &plan.experiments[i];
-        let dir = RunFolder::new(out.join(&e.id));
-        if let Some(holder) = dir.lock_holder() {
-            eprintln!("[{}/{n}] {}: waiting for {holder}", i + 1, e.id);
-        }
-        outcomes[i] = Some(match dir.lock() {
-            Ok(_lock) => pass.run(i, e, &dir),
-            Err(err) => lock_failed(e, &ctx, err),
-        });
-    }
+    let outcomes = run_experiments(&plan.experiments, &order, &out, &ctx, shard, started);
     let wall = started.elapsed().as_secs_f64();
     let failed = outcomes
         .iter()
@@ -380,6 +277,150 @@ pub fn run(o: Options) -> Result<bool> {
         clock(wall)
     );
     Ok(!failed)
+}
+
+/// Where the plan reads its data: the published files (the miniatures in a rehearsal), the
+/// neuraloperator set, and what reproduce generates. Absolute: the experiment files live in the
+/// run folders.
+fn data_paths(o: &Options, out: &Path) -> Result<DataPaths> {
+    let published = if o.rehearse {
+        out.join("miniatures")
+    } else {
+        absolute(ono_data::benchmarks::data_dir(o.data_dir.as_deref()))?
+    };
+    let neuralop = match o
+        .neuralop_dir
+        .clone()
+        .or_else(|| std::env::var_os(NEURALOP_DIR_ENV).map(PathBuf::from))
+    {
+        Some(dir) => absolute(dir)?,
+        None => published.clone(),
+    };
+    Ok(DataPaths {
+        published,
+        neuralop,
+        generated: out.join("data"),
+    })
+}
+
+/// The call's context: checks the process count and sets torch's threads, finds this binary,
+/// the machine and commit, and the reference loop's script.
+fn context(o: &Options) -> Result<Context> {
+    if let Some(n) = o.threads {
+        anyhow::ensure!(n > 0, "--threads must be positive");
+        tch::set_num_threads(n);
+    }
+    if o.nproc_per_node == Some(0) {
+        anyhow::bail!("--nproc-per-node must be at least 1");
+    }
+    Ok(Context {
+        nproc_per_node: o.nproc_per_node,
+        exe: std::env::current_exe().context("finding the ono binary")?,
+        device: o.device.clone(),
+        threads: o.threads,
+        machine: machine(),
+        commit: commit(),
+        quiet: false,
+        eval_batch: 4,
+        train_eval: false,
+        rehearsal: o.rehearse,
+        reference: match o.reference_python.clone() {
+            Some(python) => {
+                let script = absolute(
+                    o.reference_script
+                        .clone()
+                        .unwrap_or_else(|| PathBuf::from("benches/pytorch/train_ref.py")),
+                )?;
+                anyhow::ensure!(
+                    script.is_file(),
+                    "--reference-script: {} is not a file",
+                    script.display()
+                );
+                Some(execute::ReferenceLoop { python, script })
+            }
+            None => None,
+        },
+    })
+}
+
+/// `--plan-only`: the plan's files and `plan.md`, and with `measure` the budget measured.
+fn plan_only(
+    out: &Path,
+    profile: Profile,
+    plan: &plan::Plan,
+    ctx: &Context,
+    measure: bool,
+) -> Result<bool> {
+    report::write_plan(out, profile, plan, ctx)?;
+    eprintln!(
+        "{} experiments, {} cells: {}",
+        plan.experiments.len(),
+        plan.cells.len(),
+        out.join("plan.md").display()
+    );
+    if measure {
+        let b = budget::measure(plan, out, ctx)?;
+        print!("{}", budget::markdown(&b));
+        eprintln!("budget: {}", out.join("budget.md").display());
+        let failed = b
+            .experiments
+            .iter()
+            .any(|r| matches!(r.status, budget::Status::Failed { .. }));
+        return Ok(!failed);
+    }
+    Ok(true)
+}
+
+/// This process's pass over `experiments` in `order`: each whose lock it takes is run (or found
+/// finished); those another process holds are waited for afterwards, then taken as finished or
+/// run. An experiment of another shard is only read. One outcome per experiment, `None` where
+/// another shard has not finished it.
+fn run_experiments(
+    experiments: &[plan::Experiment],
+    order: &[usize],
+    out: &Path,
+    ctx: &Context,
+    shard: Option<jobs::Shard>,
+    started: Instant,
+) -> Vec<Option<execute::Outcome>> {
+    let n = experiments.len();
+    let mut outcomes: Vec<Option<execute::Outcome>> = vec![None; n];
+    let mut pass = Pass {
+        ctx,
+        n,
+        started,
+        seen: 0,
+        spent_new: 0.0,
+        done_new: 0,
+    };
+    let mut locked_elsewhere = Vec::new();
+    for &i in order {
+        let e = &experiments[i];
+        let dir = RunFolder::new(out.join(&e.id));
+        if shard.is_some_and(|s| !s.takes(i)) {
+            outcomes[i] = execute::finished(&dir, e);
+            continue;
+        }
+        match dir.try_lock() {
+            Ok(Some(_lock)) => outcomes[i] = Some(pass.run(i, e, &dir)),
+            Ok(None) => locked_elsewhere.push(i),
+            Err(err) => outcomes[i] = Some(lock_failed(e, ctx, err)),
+        }
+    }
+    // What other processes were training: wait for each, then take its result (or train it,
+    // when its process died or failed).
+    for i in locked_elsewhere {
+        let e = &experiments[i];
+        let dir = RunFolder::new(out.join(&e.id));
+        if let Some(holder) = dir.lock_holder() {
+            eprintln!("[{}/{n}] {}: waiting for {holder}", i + 1, e.id);
+        }
+        outcomes[i] = Some(match dir.lock() {
+            Ok(_lock) => pass.run(i, e, &dir),
+            Err(err) => lock_failed(e, ctx, err),
+        });
+    }
+    outcomes
 }
 
 /// The six benchmarks the paper plan reads.

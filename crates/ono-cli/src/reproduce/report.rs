@@ -198,6 +198,39 @@ pub fn write(
     } else {
         findings::evaluate(&readings, paper)
     };
+    let mut md = header(profile, plan, paper, &found, ctx, wall);
+    let (tables, cells_out) = tables(out, plan, &readings)?;
+    md.push_str(&tables);
+    md.push_str(&reference_section(plan, &readings));
+    md.push_str(&experiments(plan, &readings, outcomes));
+    ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
+    write_json(
+        &out.join("summary.json"),
+        &Results {
+            profile: profile.name().to_owned(),
+            machine: ctx.machine.clone(),
+            device: ctx.device.clone(),
+            commit: ctx.commit.clone(),
+            written: super::utc_now(),
+            wall_s: wall,
+            findings: found,
+            cells: cells_out,
+            experiments: outcomes.to_vec(),
+        },
+    )?;
+    Ok(())
+}
+
+/// The report's top: title, command and machine, the findings, how the run differs from the
+/// paper and which cells only the paper profile runs.
+fn header(
+    profile: Profile,
+    plan: &Plan,
+    paper: Option<&Plan>,
+    found: &[Finding],
+    ctx: &Context,
+    wall: f64,
+) -> String {
     let mut md = String::new();
     let (title, flag) = if ctx.rehearsal {
         (
@@ -227,7 +260,7 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
 
 ");
     } else {
-        let _ = writeln!(md, "{}", findings::markdown(&found));
+        let _ = writeln!(md, "{}", findings::markdown(found));
     }
     let _ = writeln!(
         md,
@@ -237,7 +270,12 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
     if let Some(paper) = paper {
         md.push_str(&paper_only(paper, plan));
     }
+    md
+}
 
+/// Every table of the plan as markdown (with its plot), and its cells for `summary.json`.
+fn tables(out: &Path, plan: &Plan, readings: &Readings) -> Result<(String, Vec<CellOut>)> {
+    let mut md = String::new();
     let mut cells_out = Vec::new();
     let mut seeds_said = false;
     for table in 1..=8 {
@@ -296,13 +334,17 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
             });
         }
         md.push('\n');
-        if let Some(png) = plot(out, table, &cells, &readings)? {
+        if let Some(png) = plot(out, table, &cells, readings)? {
             let _ = writeln!(md, "![{}]({png})\n", TITLES[table - 1]);
         }
     }
+    Ok((md, cells_out))
+}
 
-    md.push_str(&reference_section(plan, &readings));
-
+/// The experiments' table (status, wall time, machine, device) and the published files that
+/// were missing.
+fn experiments(plan: &Plan, readings: &Readings, outcomes: &[Outcome]) -> String {
+    let mut md = String::new();
     md.push_str("## Experiments\n\nEach folder holds the experiment file, checkpoints, metrics.jsonl and figures; rerun a cell with `ono train <folder>/experiment.toml --resume`.\n\n| experiment | data | status | wall | machine | device |\n|---|---|---|---|---|---|\n");
     for e in &plan.experiments {
         let o = readings.outcome(&e.id);
@@ -339,22 +381,7 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
             let _ = writeln!(md, "- {m}");
         }
     }
-    ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    write_json(
-        &out.join("summary.json"),
-        &Results {
-            profile: profile.name().to_owned(),
-            machine: ctx.machine.clone(),
-            device: ctx.device.clone(),
-            commit: ctx.commit.clone(),
-            written: super::utc_now(),
-            wall_s: wall,
-            findings: found,
-            cells: cells_out,
-            experiments: outcomes.to_vec(),
-        },
-    )?;
-    Ok(())
+    md
 }
 
 /// Ours against the reference loop's error: parity when the ratio lies in this band...

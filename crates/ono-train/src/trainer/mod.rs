@@ -28,14 +28,13 @@ use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::AdamW;
-use crate::checkpoint::{Checkpoint, EpochRecord, TrainState};
-use crate::config::{BatchOrder, ReductionName, ScheduleKind, TrainConfig};
-use crate::evaluate::normalized;
+use crate::checkpoint::{Checkpoint, TrainState};
+use crate::config::{BatchOrder, ReductionName, TrainConfig};
 use crate::loss::RolloutErrors;
 use crate::normalizers::Normalizers;
 use crate::observer::EpochObserver;
 use crate::one_cycle::OneCycle;
-use crate::parallel::{self, DataParallel};
+use crate::parallel::DataParallel;
 use crate::progress::Progress;
 use crate::regime::Regime;
 use crate::run::RunSpec;
@@ -43,6 +42,9 @@ use crate::run_folder::{RunFolder, Slot};
 use crate::scaler::LossScaler;
 use crate::step::{micro_ranges, LossSpec, MicroBatch, PendingLoss, StepBatch, StepRunner};
 use crate::{Error, Result};
+
+mod epoch;
+mod setup;
 
 /// What a finished run reports: the JSON line `ono train` prints. The fields are in the order of
 /// their JSON keys, sorted, as the line has always printed them.
@@ -135,239 +137,6 @@ impl Trainer {
         Self::with_parallel(run, resume, None)
     }
 
-    /// [`Trainer::new`] as one process of a data-parallel run (`None`: a single process). Every
-    /// process must be given the same run; they check that they agree (configuration, model,
-    /// data shapes, the step they resume at) and start from rank 0's variables. On CUDA each
-    /// process trains on `cuda:LOCAL_RANK`.
-    ///
-    /// A resumed run keeps the micro-batches per step its checkpoint was trained with
-    /// (`accumulate_steps` × processes), so that it continues exactly: at another number of
-    /// processes that divides them, `accumulate_steps` is adjusted (and said); otherwise the
-    /// resume is refused.
-    pub fn with_parallel(
-        mut run: RunSpec,
-        resume: bool,
-        mut parallel: Option<DataParallel>,
-    ) -> Result<Self> {
-        if let Some(p) = &parallel {
-            run.device = DataParallel::device_for(p.launch(), run.device);
-        }
-        let RunSpec {
-            config: cfg,
-            device,
-            kind,
-            data,
-            regime,
-            normalizers: kinds,
-            loss: loss_spec,
-            model: model_cfg,
-        } = run;
-        let folder = RunFolder::new(&cfg.output_dir);
-        let last = folder.checkpoint(Slot::Last);
-        let ckpt = if resume && last.exists() {
-            Some(Checkpoint::load(&last)?)
-        } else {
-            if !resume && last.exists() {
-                return Err(Error::Checkpoint {
-                    path: last,
-                    msg: "the output folder already holds a run; pass --resume to continue it or choose another output_dir".into(),
-                });
-            }
-            None
-        };
-        let fingerprint = cfg.fingerprint();
-        if let Some(c) = &ckpt {
-            if !c.state.config.same_experiment(&fingerprint) {
-                return Err(Error::Checkpoint {
-                    path: last,
-                    msg: format!(
-                        "the configuration differs from the one the run was started with ({}); resume with the same settings or start a new output_dir",
-                        c.state.config.differing_keys(&fingerprint).join(", ")
-                    ),
-                });
-            }
-        }
-
-        let target_grid = data.target_grid().map(<[i64]>::to_vec);
-        let test_grid = data.effective_test_grid().map(<[i64]>::to_vec);
-        let time_steps = data.train.y.size().get(3).copied().unwrap_or(0);
-        let test_steps = data.test.y.size().get(3).copied().unwrap_or(0);
-
-        // Normalizers: fitted on the training split's real points (or restored), applied once
-        // to the inputs; a test split at another resolution gets them at its own points.
-        let normalizers = match &ckpt {
-            Some(c) => c.normalizers()?,
-            None => Normalizers::fit(kinds, &data.train)?,
-        };
-        let test_normalizers = normalizers.for_test_split(&data)?;
-        let train = normalized(&data.train, &normalizers, device, kind)?;
-        let test = normalized(&data.test, &test_normalizers, device, kind)?;
-
-        let model_cfg = match &ckpt {
-            Some(c) => c.state.model.clone(),
-            None => model_cfg,
-        };
-        tch::manual_seed(cfg.seed as i64);
-        let mut model = Model::new(&model_cfg, device, kind)?;
-        model
-            .set_precision(cfg.precision)
-            .map_err(|e| Error::invalid("precision", e))?;
-        let mut scaler = if cfg.precision.needs_loss_scaling() {
-            Some(LossScaler::new(device)?)
-        } else {
-            None
-        };
-        // The model's own refusal: which modes it runs depends on the blocks it was built with.
-        if !model.operator().supports_recompute(cfg.recompute) {
-            return Err(Error::config(
-                "recompute",
-                format!(
-                    "the `{}` architecture has no {} mode",
-                    model.arch(),
-                    cfg.recompute
-                ),
-            ));
-        }
-        let mut opt = AdamW::new(model.var_store(), cfg.optimizer.adamw())?;
-
-        // Micro-batches: the checkpoint's count wins, so that a resumed run continues exactly.
-        let world = parallel.as_ref().map_or(1, |p| p.world() as u64);
-        let mut notes = Vec::new();
-        let micro_batches = match &ckpt {
-            Some(c) if c.state.micro_batches != world * cfg.accumulate_steps => {
-                let m = c.state.micro_batches;
-                if !m.is_multiple_of(world) {
-                    return Err(Error::Checkpoint {
-                        path: last,
-                        msg: format!(
-                            "the run was trained with {m} micro-batches per step, which {world} processes cannot share evenly; resume it with a number of processes that divides {m}"
-                        ),
-                    });
-                }
-                notes.push(format!(
-                    "resuming with accumulate_steps = {} on {world} process(es): the run was trained with {m} micro-batches per step",
-                    m / world
-                ));
-                m
-            }
-            _ => world * cfg.accumulate_steps,
-        };
-        let accumulate = micro_batches / world;
-        if micro_batches > cfg.batch_size as u64 {
-            return Err(Error::config(
-                "accumulate_steps",
-                format!(
-                    "{accumulate} micro-batches in each of {world} processes cannot share a batch of {} samples",
-                    cfg.batch_size
-                ),
-            ));
-        }
-
-        let n_train = train.len() as u64;
-        let steps_per_epoch = n_train.div_ceil(cfg.batch_size as u64);
-        let total = cfg.epochs * steps_per_epoch;
-        let schedule = match cfg.schedule.kind {
-            ScheduleKind::OneCycle => Some(cfg.one_cycle(total)?.build()?),
-            ScheduleKind::Constant | ScheduleKind::Step | ScheduleKind::Cosine => None,
-        };
-
-        let mut resumed_at = 0;
-        let state = match ckpt {
-            Some(c) => {
-                model.load_tensors(&c.section("model."), &last)?;
-                opt.load_state("optim.", &c.section(""), &c.state.optimizer)?;
-                if let Some(s) = &mut scaler {
-                    s.load("scaler.", &c.section(""))?;
-                }
-                resumed_at = c.state.global_step;
-                c.state
-            }
-            None => TrainState {
-                global_step: 0,
-                epoch: 0,
-                batch_in_epoch: 0,
-                epoch_loss_sum: 0.0,
-                epoch_samples: 0,
-                epoch_seconds: 0.0,
-                best: None,
-                history: Vec::new(),
-                config: fingerprint,
-                model: model_cfg,
-                grid: data.grid.clone(),
-                query_grid: data.query_grid.clone(),
-                normalizers: kinds,
-                regime,
-                optimizer: opt.state("optim.")?.1,
-                micro_batches,
-            },
-        };
-        let mut state = state;
-        state.micro_batches = micro_batches;
-        if let Some(p) = &mut parallel {
-            let items = [
-                (
-                    "ono version",
-                    parallel::fingerprint(env!("CARGO_PKG_VERSION").as_bytes()),
-                ),
-                (
-                    "configuration",
-                    parallel::fingerprint(
-                        serde_json::to_string(&state.config)
-                            .unwrap_or_default()
-                            .as_bytes(),
-                    ),
-                ),
-                (
-                    "model",
-                    parallel::fingerprint(
-                        serde_json::to_string(&state.model)
-                            .unwrap_or_default()
-                            .as_bytes(),
-                    ),
-                ),
-                ("micro-batches per step", micro_batches),
-                ("training data", parallel::split_hash(&train)?),
-                ("test data", parallel::split_hash(&test)?),
-                ("resumed step", resumed_at),
-            ];
-            p.agree(&items, device)?;
-            p.share_model(&model)?;
-        }
-        Ok(Self {
-            cfg,
-            device,
-            kind,
-            train,
-            test,
-            grid: data.grid,
-            target_grid,
-            test_grid,
-            normalizers,
-            test_normalizers,
-            model,
-            opt,
-            scaler,
-            schedule,
-            state,
-            folder,
-            steps_per_epoch,
-            time_steps,
-            test_steps,
-            regime,
-            loss: loss_spec,
-            resumed_at,
-            pending: Vec::new(),
-            health: health::Monitor::new(),
-            unchecked: false,
-            reads: HostReads::default(),
-            observer: None,
-            micro_batches,
-            accumulate,
-            parallel,
-            notes,
-        })
-    }
-
     /// Whether this process logs and writes: a single process, or rank 0 of several.
     pub fn is_leader(&self) -> bool {
         self.parallel.as_ref().is_none_or(|p| p.rank() == 0)
@@ -435,167 +204,15 @@ impl Trainer {
         } else {
             &Progress::Quiet
         };
-        let epochs = self.cfg.epochs;
-        for note in std::mem::take(&mut self.notes) {
-            progress.println(&note);
-        }
-        if let Some(p) = &self.parallel {
-            progress.println(&format!(
-                "data parallel: {} processes ({} launch), {} micro-batch(es) of the {}-sample \
-                 batch in each",
-                p.world(),
-                p.launch().launcher,
-                self.accumulate,
-                self.cfg.batch_size
-            ));
-        }
-        if self.resumed_at > 0 {
-            progress.println(&format!(
-                "resumed at step {} (epoch {}, batch {})",
-                self.resumed_at,
-                self.state.epoch + 1,
-                self.state.batch_in_epoch
-            ));
-            // The metrics file may predate the checkpoint's history by one epoch.
-            if self.is_leader() {
-                self.folder.write_metrics(&self.state.history)?;
-            }
-        }
-        let bs = self.cfg.batch_size as usize;
-        while self.state.epoch < epochs {
-            let epoch = self.state.epoch;
+        self.announce(progress)?;
+        while self.state.epoch < self.cfg.epochs {
             let started = Instant::now();
             let seconds_before = self.state.epoch_seconds;
-            let batches = epoch_batches(
-                self.cfg.data.batch_order,
-                self.train.len(),
-                bs,
-                self.cfg.seed,
-                epoch,
-            );
-            // The epoch's order goes to the device once; each batch narrows it (an upload per
-            // batch would wait for the queued steps).
-            let order =
-                Tensor::f_from_slice(&batches.concat())?.f_to_device(self.train.fx.device())?;
-            let starts: Vec<i64> = batches
-                .iter()
-                .scan(0, |start, b| {
-                    *start += b.len() as i64;
-                    Some(*start - b.len() as i64)
-                })
-                .collect();
-            let mut lr = 0.0;
-            while (self.state.batch_in_epoch as usize) < batches.len() {
-                let i = self.state.batch_in_epoch as usize;
-                let idx = &batches[i];
-                let idx_on_device = order.f_narrow(0, starts[i], idx.len() as i64)?;
-                let reads = host::host_reads();
-                let result = {
-                    let _deferred = self.health.enter(self.state.global_step);
-                    // Gradients on even when the caller runs inside `no_grad`.
-                    tch::with_grad(|| self.train_batch(idx, &idx_on_device))
-                };
-                self.reads.in_steps += host::host_reads() - reads;
-                self.unchecked = true;
-                lr = match result {
-                    Ok(lr) => lr,
-                    Err(e) => {
-                        // An earlier non-finite loss or failed check explains the failure better
-                        // than the failure itself.
-                        self.flush_losses()?;
-                        return Err(Error::Step {
-                            step: self.state.global_step,
-                            epoch,
-                            source: Box::new(e),
-                        });
-                    }
-                };
-                self.state.batch_in_epoch += 1;
-                self.state.global_step += 1;
-                let step = self.state.global_step;
-                if step.is_multiple_of(self.cfg.log.every_steps) {
-                    self.flush_losses()?;
-                    let mean = self.state.epoch_loss_sum / self.state.epoch_samples.max(1) as f64;
-                    progress.update(epoch, epochs, step, mean, lr);
-                }
-                let every = self.cfg.checkpoint.every_steps;
-                if every > 0
-                    && self.state.batch_in_epoch.is_multiple_of(every)
-                    && (self.state.batch_in_epoch as usize) < batches.len()
-                {
-                    self.flush_losses()?;
-                    self.state.epoch_seconds = seconds_before + started.elapsed().as_secs_f64();
-                    self.save(Slot::Last)?;
-                }
-            }
-            self.flush_losses()?;
-            let due =
-                (epoch + 1).is_multiple_of(self.cfg.log.eval_every_epochs) || epoch + 1 == epochs;
-            let test = if due {
-                Some(self.evaluate_test()?)
-            } else {
-                None
-            };
-            let record = EpochRecord {
-                epoch,
-                step: self.state.global_step,
-                train_loss: self.state.epoch_loss_sum / self.state.epoch_samples.max(1) as f64,
-                test_rel_l2: test.as_ref().map(|t| t.full),
-                test_per_step: test.map(|t| t.per_step).unwrap_or_default(),
-                lr,
-                seconds: seconds_before + started.elapsed().as_secs_f64(),
-            };
-            progress.println(&format!(
-                "epoch {}/{epochs}: train loss {:.4e}, test rel L2 {}, {:.1} s",
-                epoch + 1,
-                record.train_loss,
-                record
-                    .test_rel_l2
-                    .map_or("-".into(), |v| format!("{v:.4e}")),
-                record.seconds
-            ));
-            let improved = match (record.test_rel_l2, self.state.best) {
-                (Some(e), Some((_, b))) => e < b,
-                (Some(_), None) => true,
-                _ => false,
-            };
-            if improved {
-                self.state.best = Some((epoch, record.test_rel_l2.unwrap_or(f64::NAN)));
-            }
-            self.state.history.push(record);
-            self.state.epoch += 1;
-            self.state.batch_in_epoch = 0;
-            self.state.epoch_loss_sum = 0.0;
-            self.state.epoch_samples = 0;
-            self.state.epoch_seconds = 0.0;
-            self.save(Slot::Last)?;
-            if improved && self.cfg.checkpoint.keep_best {
-                self.save(Slot::Best)?;
-            }
-            if self.is_leader() {
-                self.folder.write_metrics(&self.state.history)?;
-                self.notify_observer(epoch)?;
-            }
+            let lr = self.train_epoch(progress, started, seconds_before)?;
+            self.end_epoch(progress, lr, seconds_before, started)?;
         }
         progress.finish();
-        let last_checkpoint = self.folder.checkpoint(Slot::Last);
-        let (final_test, result_checkpoint) = match self.state.best {
-            Some((_, err)) if self.cfg.checkpoint.select_best => {
-                (Some(err), self.folder.checkpoint(Slot::Best))
-            }
-            _ => (
-                self.state.history.last().and_then(|r| r.test_rel_l2),
-                last_checkpoint.clone(),
-            ),
-        };
-        Ok(Summary {
-            steps: self.state.global_step,
-            final_test,
-            best: self.state.best,
-            last_checkpoint,
-            result_checkpoint,
-            resumed_at: self.resumed_at,
-        })
+        Ok(self.summary())
     }
 
     /// Times training batches as [`Trainer::run`] trains them (one batch: one or, per time step,
