@@ -100,56 +100,8 @@ impl FromReference for GalerkinConfig {
                 .ok_or_else(|| Error::Config(format!("constructor_kwargs.{k} is missing")))
         };
         let opt_f = |k: &str, default: f64| kw[k].as_f64().unwrap_or(default);
-        let flag = |k: &str| kw[k].as_bool().unwrap_or(false);
         let text = |k: &str| kw[k].as_str();
-        // Options with one supported value.
-        if kw["num_feat_layers"].as_i64().unwrap_or(0) > 0 {
-            return Err(unsupported(
-                "num_feat_layers > 0 (GCN/GAT feature extractors)".into(),
-            ));
-        }
-        for k in [
-            "layer_norm",
-            "batch_norm",
-            "spacial_residual",
-            "symmetric_init",
-            "bulk_regression",
-            "return_latent",
-        ] {
-            if flag(k) {
-                return Err(unsupported(format!("{k} = true")));
-            }
-        }
-        // SimpleTransformer's decoder without the coordinates, FourierTransformer2D's with them.
-        if flag("spacial_fc") != two_d {
-            return Err(unsupported(format!("spacial_fc = {}", flag("spacial_fc"))));
-        }
-        let decoder = match (text("decoder_type"), two_d) {
-            (Some("ifft"), false) | (Some("ifft2"), true) => GalerkinDecoder::Spectral,
-            (Some("pointwise"), true) => GalerkinDecoder::Pointwise,
-            (other, _) => return Err(unsupported(format!("decoder_type {other:?}"))),
-        };
-        if two_d {
-            for k in ["downsample_mode", "upsample_mode"] {
-                if text(k) != Some("interp") {
-                    return Err(unsupported(format!("{k} {:?}", kw[k])));
-                }
-            }
-            if kw["last_activation"].as_bool() == Some(false)
-                && decoder == GalerkinDecoder::Spectral
-            {
-                return Err(unsupported("last_activation = false".into()));
-            }
-        }
-        if kw["n_freq_targets"].as_i64().unwrap_or(0) > 0 {
-            return Err(unsupported("n_freq_targets > 0".into()));
-        }
-        if !matches!(text("residual_type"), None | Some("add" | "plus")) {
-            return Err(unsupported("residual_type minus".into()));
-        }
-        if !matches!(text("norm_type"), None | Some("layer")) {
-            return Err(unsupported("norm_type instance".into()));
-        }
+        let decoder = supported_decoder(kw, two_d)?;
         // SpectralRegressor: default(activation, 'silu'), and SiLU is all this port has for it.
         // PointwiseRegressor: `SiLU() if activation == 'silu' else ReLU()` with no default, so an
         // unset regressor_activation is ReLU there.
@@ -245,4 +197,58 @@ impl FromReference for GalerkinConfig {
             dirichlet: boundary == Some("dirichlet"),
         })
     }
+}
+
+/// The decoder the reference's kwargs `kw` ask for, after refusing every option this port does
+/// not have (each with one supported value, named in the error).
+fn supported_decoder(kw: &Value, two_d: bool) -> Result<GalerkinDecoder> {
+    let flag = |k: &str| kw[k].as_bool().unwrap_or(false);
+    let text = |k: &str| kw[k].as_str();
+    // Options with one supported value.
+    if kw["num_feat_layers"].as_i64().unwrap_or(0) > 0 {
+        return Err(unsupported(
+            "num_feat_layers > 0 (GCN/GAT feature extractors)".into(),
+        ));
+    }
+    for k in [
+        "layer_norm",
+        "batch_norm",
+        "spacial_residual",
+        "symmetric_init",
+        "bulk_regression",
+        "return_latent",
+    ] {
+        if flag(k) {
+            return Err(unsupported(format!("{k} = true")));
+        }
+    }
+    // SimpleTransformer's decoder without the coordinates, FourierTransformer2D's with them.
+    if flag("spacial_fc") != two_d {
+        return Err(unsupported(format!("spacial_fc = {}", flag("spacial_fc"))));
+    }
+    let decoder = match (text("decoder_type"), two_d) {
+        (Some("ifft"), false) | (Some("ifft2"), true) => GalerkinDecoder::Spectral,
+        (Some("pointwise"), true) => GalerkinDecoder::Pointwise,
+        (other, _) => return Err(unsupported(format!("decoder_type {other:?}"))),
+    };
+    if two_d {
+        for k in ["downsample_mode", "upsample_mode"] {
+            if text(k) != Some("interp") {
+                return Err(unsupported(format!("{k} {:?}", kw[k])));
+            }
+        }
+        if kw["last_activation"].as_bool() == Some(false) && decoder == GalerkinDecoder::Spectral {
+            return Err(unsupported("last_activation = false".into()));
+        }
+    }
+    if kw["n_freq_targets"].as_i64().unwrap_or(0) > 0 {
+        return Err(unsupported("n_freq_targets > 0".into()));
+    }
+    if !matches!(text("residual_type"), None | Some("add" | "plus")) {
+        return Err(unsupported("residual_type minus".into()));
+    }
+    if !matches!(text("norm_type"), None | Some("layer")) {
+        return Err(unsupported("norm_type instance".into()));
+    }
+    Ok(decoder)
 }
