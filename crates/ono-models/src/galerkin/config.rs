@@ -8,7 +8,7 @@ use super::GalerkinTransformer;
 use crate::arch::{ArchConfig, DataDims};
 use crate::operator::NeuralOperator;
 use crate::{Error, Result};
-pub use ono_nn::galerkin_attention::{AttentionDropout, GalerkinAttentionKind};
+pub use ono_nn::attention::simple_attention::{AttentionDropout, GalerkinAttentionKind};
 pub use ono_nn::interp_scaler::ScalerActivation;
 
 /// Which model of the reference.

@@ -15,7 +15,7 @@
 //! The output grid is the upscaler's last size: the fine input grid in the forward problem
 //! (ex2), the coarse grid in the inverse one (ex3), whose output points are then the query.
 //!
-//! The attention is [`ono_nn::galerkin_attention`] (per-head LayerNorms, the coordinates in front
+//! The attention is [`ono_nn::attention::simple_attention`] (per-head LayerNorms, the coordinates in front
 //! of every head, no softmax); the decoder's spectral layers are
 //! [`ono_nn::residual_spectral_conv`] on the points' grid (1-D: the N points in order); the 2-D
 //! scalers are [`ono_nn::interp_scaler`]. The reference's attention dropout is active in
@@ -41,7 +41,7 @@ use tch::{Kind, Tensor};
 use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
-use ono_nn::galerkin_attention::{GalerkinAttention, GalerkinAttentionConfig};
+use ono_nn::attention::simple_attention::{SimpleAttention, SimpleAttentionConfig};
 use ono_nn::interp_scaler::{InterpDownscaler, InterpUpscaler};
 use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
@@ -64,14 +64,14 @@ fn dropout(x: &Tensor, p: f64, train: bool) -> Result<Tensor> {
 /// own norms on): `encoder_layers.{i}.attn`, `encoder_layers.{i}.ff.lr1`, `.ff.lr2`.
 #[derive(Debug)]
 struct EncoderLayer {
-    attn: GalerkinAttention,
+    attn: SimpleAttention,
     lr1: Linear,
     lr2: Linear,
 }
 
 impl EncoderLayer {
     fn new(path: &Path, cfg: &GalerkinConfig) -> Result<Self> {
-        let attn = GalerkinAttentionConfig {
+        let attn = SimpleAttentionConfig {
             dim: cfg.n_hidden,
             heads: cfg.n_head,
             pos_dim: cfg.space_dim,

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! The MLPs are [`ono_nn::mlp::Mlp`] with GNOT's names (linear_pre, `mlp_layers` residual GELU
-//! layers, linear_post); the attentions [`ono_nn::gnot_attention`] (softmax over each head's
+//! layers, linear_post); the attentions [`ono_nn::attention::gnot`] (softmax over each head's
 //! features, the `+ q̃` skip, input functions summed); the gate and the experts
 //! [`ono_nn::mixture_of_experts`]. PyTorch's default initialisation throughout (the reference's
 //! `_init_weights` is commented out). Padded rows are not masked unless `mask_padding`.
@@ -33,7 +33,7 @@ use tch::{Kind, Tensor};
 use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::{Error, Result};
-use ono_nn::gnot_attention::{GnotAttentionConfig, GnotCrossAttention, GnotSelfAttention};
+use ono_nn::attention::gnot::{GnotAttentionConfig, GnotCrossAttention, GnotSelfAttention};
 use ono_nn::linear::LinearInit;
 use ono_nn::mixture_of_experts::{DenseMixture, GeometricGate};
 use ono_nn::mlp::{Mlp, MlpConfig, MlpNames, SequentialMlp};

@@ -7,17 +7,25 @@
 //! | [`AttentionKind::Nystrom`] | lucidrains nystrom-attention 0.0.11 `NystromAttention` | `to_qkv` (no bias), `to_out.0`, `res_conv` (33-tap depthwise) |
 //! | [`AttentionKind::Galerkin`] | ONO's in-file `LinearAttention(attn_type='galerkin', use_ln=True)` | `to_qkv` (no bias), `k_norm`, `v_norm`, `to_out.0` |
 //! | [`AttentionKind::Softmax`] | none (an ablation): scaled dot-product attention | `to_qkv` (no bias), `to_out.0` |
+//!
+//! The other models' attentions live here too, each in a module named by its source:
+//! [`simple_attention`] (the Galerkin Transformer's `SimpleAttention`), [`gnot`] (GNOT's
+//! normalized linear self- and cross-attention) and [`physics`] (Transolver's
+//! Physics-Attention).
 
-mod galerkin;
+pub mod gnot;
 mod landmarks;
 mod linear_transformer;
 mod nystrom;
+mod ono_galerkin;
+pub mod physics;
+pub mod simple_attention;
 mod softmax;
 
-pub use galerkin::GalerkinAttention;
 pub use landmarks::{Landmarks, NystromPlan, AUTO_LANDMARKS};
 pub use linear_transformer::LinearTransformerAttention;
 pub use nystrom::NystromAttention;
+pub use ono_galerkin::OnoGalerkinAttention;
 pub use softmax::SoftmaxAttention;
 
 use serde::{Deserialize, Serialize};
@@ -114,7 +122,7 @@ impl AttentionConfig {
                 MultiHeadAttention::Nystrom(NystromAttention::new(path, self))
             }
             AttentionKind::Galerkin => {
-                MultiHeadAttention::Galerkin(GalerkinAttention::new(path, self))
+                MultiHeadAttention::Galerkin(OnoGalerkinAttention::new(path, self))
             }
             AttentionKind::Softmax => {
                 MultiHeadAttention::Softmax(SoftmaxAttention::new(path, self))
@@ -128,7 +136,7 @@ impl AttentionConfig {
 pub enum MultiHeadAttention {
     LinearTransformer(LinearTransformerAttention),
     Nystrom(NystromAttention),
-    Galerkin(GalerkinAttention),
+    Galerkin(OnoGalerkinAttention),
     Softmax(SoftmaxAttention),
 }
 

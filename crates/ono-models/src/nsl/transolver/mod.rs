@@ -9,7 +9,7 @@
 //! the last block returns mlp2(ln_3 h)                                           (B, N, out)
 //! ```
 //!
-//! `Attn` is Physics-Attention ([`ono_nn::physics_attention`]): convolutional projections on
+//! `Attn` is Physics-Attention ([`ono_nn::attention::physics`]): convolutional projections on
 //! structured grids (with the temperature clamped), linear ones on point clouds. The model stays
 //! at the points: no padding, no latent grid, no Geo-FNO projection; the lift is NSL's
 //! ([`ono_nn::nsl_frame::NslLift`]). Every `nn.Linear` is trunc-normal(0.02) with zero bias,
@@ -28,12 +28,12 @@ use tch::Tensor;
 use crate::arch::ArchConfig;
 use crate::operator::{InputPart, ModelInput, NeuralOperator};
 use crate::Result;
+use ono_nn::attention::physics::{PhysicsAttention, PhysicsAttentionConfig};
 use ono_nn::grid::Geometry;
 use ono_nn::linear::{LinearConfig, LinearInit};
 use ono_nn::mlp::{Mlp, MlpConfig};
 use ono_nn::norm::LayerNorm;
 use ono_nn::nsl_frame::{FrameInput, NslLift};
-use ono_nn::physics_attention::{PhysicsAttention, PhysicsAttentionConfig};
 use ono_nn::Linear;
 
 /// `Transolver_block`: pre-norm Physics-Attention and MLP, and in the last block the head.

@@ -13,7 +13,7 @@ use crate::Result;
 /// `to_qkv`: Linear(dim, 3·H·d) without bias; `k_norm`, `v_norm`: LayerNorm(d) shared by the
 /// heads; `to_out.0`: Linear(H·d, dim). out = q (k̃ᵀ ṽ) / N.
 #[derive(Debug)]
-pub struct GalerkinAttention {
+pub struct OnoGalerkinAttention {
     to_qkv: Linear,
     k_norm: LayerNorm,
     v_norm: LayerNorm,
@@ -22,7 +22,7 @@ pub struct GalerkinAttention {
     dim: i64,
 }
 
-impl GalerkinAttention {
+impl OnoGalerkinAttention {
     pub fn new(path: &Path, cfg: &AttentionConfig) -> Self {
         let d = cfg.head_dim();
         let inner = cfg.heads * d;
@@ -43,7 +43,7 @@ impl GalerkinAttention {
     /// - `x`: (B, N, dim), `mask`: (B, N)
     /// - returns: (B, N, dim)
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
-        check_masked_input("GalerkinAttention", x, self.dim, mask)?;
+        check_masked_input("OnoGalerkinAttention", x, self.dim, mask)?;
         let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
         let k = self.k_norm.forward(&k)?;
         let v = self.v_norm.forward(&v)?;
@@ -65,9 +65,9 @@ impl GalerkinAttention {
         context: &Tensor,
         context_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
-        check_input("GalerkinAttention", x, self.dim)?;
+        check_input("OnoGalerkinAttention", x, self.dim)?;
         check_masked_input(
-            "GalerkinAttention (context)",
+            "OnoGalerkinAttention (context)",
             context,
             self.dim,
             context_mask,

@@ -67,9 +67,9 @@ pub enum AttentionDropout {
     Reference,
 }
 
-/// Settings of [`GalerkinAttention`].
+/// Settings of [`SimpleAttention`].
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GalerkinAttentionConfig {
+pub struct SimpleAttentionConfig {
     /// Model width d (`d_model`); the heads split it into d_k = d/H.
     pub dim: i64,
     pub heads: i64,
@@ -88,10 +88,10 @@ pub struct GalerkinAttentionConfig {
     pub dropout_mode: AttentionDropout,
 }
 
-impl GalerkinAttentionConfig {
+impl SimpleAttentionConfig {
     /// Registers `linears.{0,1,2}` (Q, K, V), `norm_K.{h}` with `norm_V.{h}` (Galerkin, linear) or
     /// `norm_Q.{h}` (Fourier, softmax), and `fc` (d + H·p → d) when p > 0.
-    pub fn init(&self, path: &Path) -> Result<GalerkinAttention> {
+    pub fn init(&self, path: &Path) -> Result<SimpleAttention> {
         let (d, h) = (self.dim, self.heads);
         if d < 1 || h < 1 || d % h != 0 || self.pos_dim < 0 {
             return Err(Error::Config(format!(
@@ -125,7 +125,7 @@ impl GalerkinAttentionConfig {
         };
         let fc =
             (self.pos_dim > 0).then(|| torch_linear(&(path / "fc"), d + h * self.pos_dim, d, true));
-        Ok(GalerkinAttention {
+        Ok(SimpleAttention {
             cfg: *self,
             linears,
             norm_q,
@@ -164,10 +164,10 @@ impl GalerkinAttentionConfig {
     }
 }
 
-/// See [`GalerkinAttentionConfig`].
+/// See [`SimpleAttentionConfig`].
 #[derive(Debug)]
-pub struct GalerkinAttention {
-    cfg: GalerkinAttentionConfig,
+pub struct SimpleAttention {
+    cfg: SimpleAttentionConfig,
     linears: Vec<Linear>,
     norm_q: Vec<LayerNorm>,
     norm_k: Vec<LayerNorm>,
@@ -188,8 +188,8 @@ fn per_head(norms: &[LayerNorm], x: &Tensor) -> Result<Tensor> {
     Ok(Tensor::f_stack(&heads, 1)?)
 }
 
-impl GalerkinAttention {
-    pub fn config(&self) -> &GalerkinAttentionConfig {
+impl SimpleAttention {
+    pub fn config(&self) -> &SimpleAttentionConfig {
         &self.cfg
     }
 
@@ -201,7 +201,7 @@ impl GalerkinAttention {
     /// - `pos`: (B, N, pos_dim), required when pos_dim > 0
     /// - returns: (B, N, dim)
     pub fn forward(&self, x: &Tensor, pos: Option<&Tensor>, train: bool) -> Result<Tensor> {
-        const OP: &str = "GalerkinAttention::forward";
+        const OP: &str = "SimpleAttention::forward";
         let c = &self.cfg;
         let size = x.size();
         let (b, n) = match size[..] {
@@ -286,8 +286,8 @@ mod tests {
     use tch::nn::VarStore;
     use tch::{Device, Kind};
 
-    fn config(kind: GalerkinAttentionKind) -> GalerkinAttentionConfig {
-        GalerkinAttentionConfig {
+    fn config(kind: GalerkinAttentionKind) -> SimpleAttentionConfig {
+        SimpleAttentionConfig {
             dim: 8,
             heads: 2,
             pos_dim: 1,
@@ -301,7 +301,7 @@ mod tests {
     }
 
     /// The plain formulas of the reference, one head at a time, in float64.
-    fn oracle(a: &GalerkinAttention, x: &Tensor, pos: &Tensor) -> Tensor {
+    fn oracle(a: &SimpleAttention, x: &Tensor, pos: &Tensor) -> Tensor {
         let c = a.cfg;
         let (d_k, n) = (c.dim / c.heads, x.size()[1]);
         let proj = |i: usize| a.linears[i].forward(x).unwrap();
@@ -411,7 +411,7 @@ mod tests {
         let mut cfg = config(GalerkinAttentionKind::Galerkin);
         cfg.dropout = 0.3;
         let a = cfg.init(&vs.root()).unwrap();
-        let eval = |a: &GalerkinAttention| a.forward(&x, Some(&pos), false).unwrap();
+        let eval = |a: &SimpleAttention| a.forward(&x, Some(&pos), false).unwrap();
         assert!(eval(&a).equal(&eval(&a)));
         assert!(!a.forward(&x, Some(&pos), true).unwrap().equal(&eval(&a)));
         cfg.dropout = 0.0;
