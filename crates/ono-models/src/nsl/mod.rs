@@ -19,7 +19,8 @@ pub mod ufno;
 /// [`Presets`](crate::arch::Presets) (the StandardBench benchmarks), [`ArchConfig`]
 /// (`validate` = `check`, the data's dimensions into the settings, fields read over the `darcy`
 /// preset ([`fields_over`](settings::fields_over)), `build` = `$model::new`) and
-/// [`FromReference`](crate::arch::FromReference) (the fixtures whose model class is `$class`).
+/// [`FromReference`](crate::arch::FromReference) (the fixtures whose model class is `$class`);
+/// and the model's [`NeuralOperator`](crate::operator::NeuralOperator) over its [`NslPort`].
 ///
 /// [`ArchConfig`]: crate::arch::ArchConfig
 macro_rules! nsl_arch {
@@ -76,6 +77,33 @@ macro_rules! nsl_arch {
             }
         }
 
+        impl $crate::operator::NeuralOperator for $model {
+            fn arch(&self) -> &'static str {
+                $arch
+            }
+
+            fn forward(
+                &self,
+                input: &$crate::operator::ModelInput<'_>,
+                train: bool,
+            ) -> $crate::Result<tch::Tensor> {
+                $crate::nsl::NslPort::port_forward(self, input, train)
+            }
+
+            fn reset_statistics(&self) -> $crate::Result<()> {
+                $crate::nsl::NslPort::reset(self)
+            }
+
+            fn reference_forward(
+                &self,
+                inputs: &ono_nn::weights::NamedTensors,
+                train: bool,
+            ) -> $crate::Result<tch::Tensor> {
+                let dims = $crate::nsl::NslPort::structured_dims(self);
+                $crate::nsl::reference::forward(self, dims, inputs, train)
+            }
+        }
+
         impl $crate::arch::FromReference for $config {
             fn claims_reference(json: &serde_json::Value) -> bool {
                 $crate::nsl::reference::claims(json, $class)
@@ -88,3 +116,24 @@ macro_rules! nsl_arch {
     };
 }
 use nsl_arch;
+
+/// What an NSL port provides for its [`NeuralOperator`](crate::operator::NeuralOperator);
+/// `nsl_arch!` writes the rest.
+pub(crate) trait NslPort {
+    /// The forward pass; `train` matters to the ports with BatchNorm (U-FNO, LSM).
+    fn port_forward(
+        &self,
+        input: &crate::operator::ModelInput<'_>,
+        train: bool,
+    ) -> crate::Result<tch::Tensor>;
+
+    /// The grid dimensions of the reference's structured loaders, `None` on point clouds
+    /// ([`settings::NslSettings::structured_dims`]).
+    fn structured_dims(&self) -> Option<usize>;
+
+    /// Forgets running statistics (BatchNorm's, back to mean 0, variance 1, no batches
+    /// tracked); the ports without any have none to forget.
+    fn reset(&self) -> crate::Result<()> {
+        Ok(())
+    }
+}

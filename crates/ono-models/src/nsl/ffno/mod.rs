@@ -23,7 +23,7 @@ use tch::Tensor;
 
 use crate::arch::ArchConfig;
 use crate::nsl::settings::enter_frame;
-use crate::operator::{ModelInput, NeuralOperator};
+use crate::operator::ModelInput;
 use crate::Result;
 use ono_nn::factorized_spectral_conv::{FactorizedSpectralConv, FactorizedSpectralConvConfig};
 use ono_nn::linear::torch_linear;
@@ -121,20 +121,13 @@ impl Ffno {
 
 crate::nsl::nsl_arch!(FfnoConfig, Ffno, "ffno", "models.F_FNO.Model");
 
-impl NeuralOperator for Ffno {
-    fn arch(&self) -> &'static str {
-        FfnoConfig::ARCH
-    }
-
-    fn forward(&self, input: &ModelInput<'_>, _train: bool) -> Result<Tensor> {
+impl crate::nsl::NslPort for Ffno {
+    fn port_forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+        let _ = train;
         Ffno::forward(self, input)
     }
 
-    fn reference_forward(
-        &self,
-        inputs: &ono_nn::weights::NamedTensors,
-        train: bool,
-    ) -> Result<Tensor> {
-        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
+    fn structured_dims(&self) -> Option<usize> {
+        self.cfg.structured_dims()
     }
 }

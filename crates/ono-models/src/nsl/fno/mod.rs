@@ -23,7 +23,7 @@ use tch::Tensor;
 
 use crate::arch::ArchConfig;
 use crate::nsl::settings::enter_frame;
-use crate::operator::{ModelInput, NeuralOperator};
+use crate::operator::ModelInput;
 use crate::Result;
 use ono_nn::conv::{Conv, ConvConfig};
 use ono_nn::linear::torch_linear;
@@ -101,20 +101,13 @@ impl NslFno {
 
 crate::nsl::nsl_arch!(NslFnoConfig, NslFno, "nsl_fno", "models.FNO.Model");
 
-impl NeuralOperator for NslFno {
-    fn arch(&self) -> &'static str {
-        NslFnoConfig::ARCH
-    }
-
-    fn forward(&self, input: &ModelInput<'_>, _train: bool) -> Result<Tensor> {
+impl crate::nsl::NslPort for NslFno {
+    fn port_forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+        let _ = train;
         NslFno::forward(self, input)
     }
 
-    fn reference_forward(
-        &self,
-        inputs: &ono_nn::weights::NamedTensors,
-        train: bool,
-    ) -> Result<Tensor> {
-        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
+    fn structured_dims(&self) -> Option<usize> {
+        self.cfg.structured_dims()
     }
 }

@@ -28,7 +28,7 @@ use tch::Tensor;
 
 use crate::arch::ArchConfig;
 use crate::nsl::settings::enter_frame;
-use crate::operator::{ModelInput, NeuralOperator};
+use crate::operator::ModelInput;
 use crate::{Error, Result};
 use ono_nn::linear::torch_linear;
 use ono_nn::mlp::gelu;
@@ -126,25 +126,16 @@ impl Lsm {
 
 crate::nsl::nsl_arch!(LsmConfig, Lsm, "lsm", "models.LSM.Model");
 
-impl NeuralOperator for Lsm {
-    fn arch(&self) -> &'static str {
-        LsmConfig::ARCH
-    }
-
-    fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+impl crate::nsl::NslPort for Lsm {
+    fn port_forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
         Lsm::forward(self, input, train)
     }
 
-    /// Every BatchNorm of the U-Net back to mean 0, variance 1, no batches tracked.
-    fn reset_statistics(&self) -> Result<()> {
-        Ok(self.unet.reset_statistics()?)
+    fn structured_dims(&self) -> Option<usize> {
+        self.cfg.structured_dims()
     }
 
-    fn reference_forward(
-        &self,
-        inputs: &ono_nn::weights::NamedTensors,
-        train: bool,
-    ) -> Result<Tensor> {
-        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
+    fn reset(&self) -> Result<()> {
+        Ok(self.unet.reset_statistics()?)
     }
 }

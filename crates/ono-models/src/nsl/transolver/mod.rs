@@ -26,7 +26,7 @@ use tch::nn::{Init, Path};
 use tch::Tensor;
 
 use crate::arch::ArchConfig;
-use crate::operator::{InputPart, ModelInput, NeuralOperator};
+use crate::operator::{InputPart, ModelInput};
 use crate::Result;
 use ono_nn::attention::physics::{PhysicsAttention, PhysicsAttentionConfig};
 use ono_nn::grid::Geometry;
@@ -171,20 +171,13 @@ crate::nsl::nsl_arch!(
     "models.Transolver.Model"
 );
 
-impl NeuralOperator for Transolver {
-    fn arch(&self) -> &'static str {
-        TransolverConfig::ARCH
-    }
-
-    fn forward(&self, input: &ModelInput<'_>, _train: bool) -> Result<Tensor> {
+impl crate::nsl::NslPort for Transolver {
+    fn port_forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+        let _ = train;
         Transolver::forward(self, input)
     }
 
-    fn reference_forward(
-        &self,
-        inputs: &ono_nn::weights::NamedTensors,
-        train: bool,
-    ) -> Result<Tensor> {
-        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
+    fn structured_dims(&self) -> Option<usize> {
+        self.cfg.structured_dims()
     }
 }

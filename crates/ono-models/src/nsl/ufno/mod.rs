@@ -26,7 +26,7 @@ use tch::Tensor;
 
 use crate::arch::ArchConfig;
 use crate::nsl::settings::enter_frame;
-use crate::operator::{ModelInput, NeuralOperator};
+use crate::operator::ModelInput;
 use crate::Result;
 use ono_nn::conv::{Conv, ConvConfig};
 use ono_nn::linear::torch_linear;
@@ -132,28 +132,19 @@ fn embedded_u_net(path: &Path, cfg: &UfnoConfig) -> Result<UNet> {
 
 crate::nsl::nsl_arch!(UfnoConfig, Ufno, "ufno", "models.U_FNO.Model");
 
-impl NeuralOperator for Ufno {
-    fn arch(&self) -> &'static str {
-        UfnoConfig::ARCH
-    }
-
-    fn forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
+impl crate::nsl::NslPort for Ufno {
+    fn port_forward(&self, input: &ModelInput<'_>, train: bool) -> Result<Tensor> {
         Ufno::forward(self, input, train)
     }
 
-    /// Every BatchNorm of both U-Nets back to mean 0, variance 1, no batches tracked.
-    fn reset_statistics(&self) -> Result<()> {
+    fn structured_dims(&self) -> Option<usize> {
+        self.cfg.structured_dims()
+    }
+
+    fn reset(&self) -> Result<()> {
         for u in &self.unets {
             u.reset_statistics()?;
         }
         Ok(())
-    }
-
-    fn reference_forward(
-        &self,
-        inputs: &ono_nn::weights::NamedTensors,
-        train: bool,
-    ) -> Result<Tensor> {
-        crate::nsl::reference::forward(self, self.cfg.structured_dims(), inputs, train)
     }
 }
