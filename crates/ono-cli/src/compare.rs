@@ -29,7 +29,7 @@ use ono_train::RunFolder;
 use crate::message::{self, Ended, Message};
 use crate::reproduce::execute::{self, Outcome, Status};
 use crate::reproduce::plan::{self, Experiment, Task, Work};
-use crate::reproduce::Context;
+use crate::reproduce::RunContext;
 
 /// The command's options.
 #[derive(clap::Args)]
@@ -202,7 +202,7 @@ pub fn run(o: Options) -> Result<bool> {
         .unwrap_or_else(|| PathBuf::from("results").join("compare"));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let out = out.canonicalize()?;
-    let ctx = Context {
+    let ctx = RunContext {
         exe: std::env::current_exe().context("finding the ono binary")?,
         device: o.device.clone(),
         threads: o.threads,
@@ -458,7 +458,7 @@ fn run_model(
     dir: &RunFolder,
     limit: Limit,
     facts: &Facts,
-    ctx: &Context,
+    ctx: &RunContext,
     label: &str,
 ) -> Result<Entry> {
     let _lock = dir.lock()?;
@@ -589,7 +589,7 @@ fn run_model(
 fn timed(
     cfg: &mut TrainConfig,
     dir: &RunFolder,
-    ctx: &Context,
+    ctx: &RunContext,
 ) -> Result<std::result::Result<BatchReport, Refusal>> {
     let file = execute::write_experiment(&dir.timing(), &execute::as_run(cfg, ctx))?;
     bench_train(&file, ctx)
@@ -615,7 +615,7 @@ enum Refusal {
 }
 
 /// `ono bench-train FILE` in a process of its own: its peak memory is this model's alone.
-fn bench_train(file: &Path, ctx: &Context) -> Result<std::result::Result<BatchReport, Refusal>> {
+fn bench_train(file: &Path, ctx: &RunContext) -> Result<std::result::Result<BatchReport, Refusal>> {
     let mut cmd = Command::new(&ctx.exe);
     cmd.env("RUST_BACKTRACE", "0")
         .arg("bench-train")

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::{ok, ono, temp_dir};
-use ono_cli::reproduce::budget::{Budget, Estimate, MemorySource, Status};
+use ono_cli::reproduce::budget::{Budget, Estimate, Measurement, MemorySource};
 use ono_train::RunFolder;
 
 /// FNO's Table 1 experiments of the paper plan, measured into `out`.
@@ -44,7 +44,7 @@ fn measure_budgets_paper_size_experiments() {
         .experiments
         .iter()
         .map(|r| match &r.status {
-            Status::Measured(m) => (r.id.as_str(), m),
+            Measurement::Measured(m) => (r.id.as_str(), m),
             other => panic!("{}: {other:?}", r.id),
         })
         .collect();
@@ -99,7 +99,7 @@ fn measure_budgets_paper_size_experiments() {
         b.experiments
             .iter()
             .map(|r| match &r.status {
-                Status::Measured(m) => m.s_per_batch,
+                Measurement::Measured(m) => m.s_per_batch,
                 _ => f64::NAN,
             })
             .collect::<Vec<_>>()

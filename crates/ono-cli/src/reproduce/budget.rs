@@ -19,7 +19,7 @@ use ono_train::config::TrainConfig;
 use crate::message::{self, Ended, Message};
 
 use super::plan::{Plan, Work};
-use super::{execute, Context};
+use super::{execute, RunContext};
 
 /// Untimed batches before the timed ones (the first pays for allocation and kernel choice).
 const WARMUP: usize = 1;
@@ -65,13 +65,13 @@ pub struct Row {
     pub id: String,
     pub model: String,
     #[serde(flatten)]
-    pub status: Status,
+    pub status: Measurement,
 }
 
 /// What measuring an experiment gave.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
-pub enum Status {
+pub enum Measurement {
     Measured(Estimate),
     /// The measured run failed (out of memory, a model that refuses the shapes): its last
     /// lines of output.
@@ -120,7 +120,7 @@ impl Estimate {
 /// Measures every experiment of `plan` (in order, one process at a time: the device is the
 /// measured process's alone) on `ctx`'s device and threads, writing `budget.json` and
 /// `budget.md` after each; experiments an earlier call measured on this device are kept.
-pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
+pub fn measure(plan: &Plan, out: &Path, ctx: &RunContext) -> Result<Budget> {
     let data = out.join("measure-data");
     let benchmarks: Vec<Benchmark> = super::PUBLISHED
         .into_iter()
@@ -174,21 +174,21 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
     let n = plan.experiments.len();
     for (i, e) in plan.experiments.iter().enumerate() {
         let status = match &e.work {
-            Work::Measure(_) => Status::Skipped {
+            Work::Measure(_) => Measurement::Skipped {
                 reason: "a timed step of its own (seconds)".into(),
             },
             Work::Train { config, .. } => match published(config) {
-                None => Status::Skipped {
+                None => Measurement::Skipped {
                     reason: "not one of the six published benchmarks (their shapes are what is measured)".into(),
                 },
                 Some(_) => {
                     let before = earlier.iter().find_map(|r| match &r.status {
-                        Status::Measured(m) if r.id == e.id => Some(m),
+                        Measurement::Measured(m) if r.id == e.id => Some(m),
                         _ => None,
                     });
                     let dir = out.join(&e.id);
                     measure_one(config, &dir, &data, memory, ctx, before).unwrap_or_else(|err| {
-                        Status::Failed {
+                        Measurement::Failed {
                             reason: format!("{err:#}"),
                         }
                     })
@@ -198,7 +198,7 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &Context) -> Result<Budget> {
         if !ctx.quiet {
             eprintln!("[{}/{n}] {}: {}", i + 1, e.id, summary(&status));
         }
-        if let Status::Measured(m) = &status {
+        if let Measurement::Measured(m) = &status {
             budget.total_hours += m.hours;
         }
         budget.experiments.push(Row {
@@ -224,9 +224,9 @@ fn published(config: &TrainConfig) -> Option<Benchmark> {
 }
 
 /// One line of progress.
-fn summary(s: &Status) -> String {
+fn summary(s: &Measurement) -> String {
     match s {
-        Status::Measured(m) => format!(
+        Measurement::Measured(m) => format!(
             "{:.3} s / batch, {:.2} h, peak {}{}",
             m.s_per_batch,
             m.hours,
@@ -237,8 +237,8 @@ fn summary(s: &Status) -> String {
                 ""
             }
         ),
-        Status::Failed { reason } => format!("FAILED: {reason}"),
-        Status::Skipped { reason } => format!("skipped: {reason}"),
+        Measurement::Failed { reason } => format!("FAILED: {reason}"),
+        Measurement::Skipped { reason } => format!("skipped: {reason}"),
     }
 }
 
@@ -249,9 +249,9 @@ fn measure_one(
     dir: &Path,
     data: &Path,
     memory: MemorySource,
-    ctx: &Context,
+    ctx: &RunContext,
     earlier: Option<&Estimate>,
-) -> Result<Status> {
+) -> Result<Measurement> {
     let mut cfg = execute::as_run(config, ctx);
     let batch = cfg.batch_size.max(1);
     let benchmark: Benchmark = cfg
@@ -275,7 +275,7 @@ fn measure_one(
     })?;
     if let Some(m) = earlier {
         if std::fs::read_to_string(&file).ok().as_deref() == Some(text.as_str()) {
-            return Ok(Status::Measured(Estimate {
+            return Ok(Measurement::Measured(Estimate {
                 earlier: true,
                 ..m.clone()
             }));
@@ -301,7 +301,7 @@ fn measure_one(
     let r = match ended {
         Ended::Said(Message::BatchTimes(r)) => r,
         other => {
-            return Ok(Status::Failed {
+            return Ok(Measurement::Failed {
                 reason: other.describe(),
             })
         }
@@ -313,7 +313,7 @@ fn measure_one(
         + r.test_shared_bytes as f64
         + r.test_sample_bytes as f64 * ntest as f64)
         / (1u64 << 20) as f64;
-    Ok(Status::Measured(Estimate {
+    Ok(Measurement::Measured(Estimate {
         params: r.params,
         batch: r.batch,
         steps_per_batch: r.steps_per_batch,
@@ -384,7 +384,7 @@ pub fn markdown(b: &Budget) -> String {
     let mut failed = 0;
     for r in &b.experiments {
         match &r.status {
-            Status::Measured(m) => {
+            Measurement::Measured(m) => {
                 let _ = writeln!(
                     s,
                     "| {} | {} | {} | {}{} | {:.3} | {} × {} | {:.2} | {} | {:.0} | {} |",
@@ -406,7 +406,7 @@ pub fn markdown(b: &Budget) -> String {
                     m.run_mb().map_or("?".into(), fits),
                 );
             }
-            Status::Failed { reason } => {
+            Measurement::Failed { reason } => {
                 failed += 1;
                 let _ = writeln!(
                     s,
@@ -416,7 +416,7 @@ pub fn markdown(b: &Budget) -> String {
                     reason.replace('|', "\\|")
                 );
             }
-            Status::Skipped { reason } => {
+            Measurement::Skipped { reason } => {
                 let _ = writeln!(s, "| {} | {} | {reason} | | | | | | | |", r.id, r.model);
             }
         }
@@ -424,7 +424,7 @@ pub fn markdown(b: &Budget) -> String {
     let measured = b
         .experiments
         .iter()
-        .filter(|r| matches!(r.status, Status::Measured(_)))
+        .filter(|r| matches!(r.status, Measurement::Measured(_)))
         .count();
     let _ = writeln!(
         s,
@@ -458,7 +458,7 @@ pub fn measured_hours(out: &Path) -> std::collections::HashMap<String, f64> {
             b.experiments
                 .into_iter()
                 .filter_map(|r| match r.status {
-                    Status::Measured(m) => Some((r.id, m.hours)),
+                    Measurement::Measured(m) => Some((r.id, m.hours)),
                     _ => None,
                 })
                 .collect()

@@ -21,7 +21,7 @@ use crate::data::{DarcyArgs, GenArgs};
 use crate::message::{self, Ended, Message};
 
 use super::plan::{DataPaths, Experiment, Measure, Profile, Reduced, Work};
-use super::Context as RunContext;
+use super::RunContext;
 
 /// Trajectories the reduced NS2d generator solves together.
 const NS2D_GEN_BATCH: usize = 100;

@@ -138,7 +138,7 @@ impl Options {
 }
 
 /// What every experiment shares.
-pub struct Context {
+pub struct RunContext {
     /// This binary (data generation and timed steps run in processes of their own).
     pub exe: PathBuf,
     pub device: String,
@@ -159,10 +159,10 @@ pub struct Context {
 }
 
 #[cfg(test)]
-impl Context {
+impl RunContext {
     /// A quiet CPU context with nothing recorded, for outcomes made in tests.
     pub fn for_tests() -> Self {
-        Context {
+        RunContext {
             exe: Default::default(),
             device: "cpu".into(),
             threads: None,
@@ -305,7 +305,7 @@ fn data_paths(o: &Options, out: &Path) -> Result<DataPaths> {
 
 /// The call's context: checks the process count and sets torch's threads, finds this binary,
 /// the machine and commit, and the reference loop's script.
-fn context(o: &Options) -> Result<Context> {
+fn context(o: &Options) -> Result<RunContext> {
     if let Some(n) = o.threads {
         anyhow::ensure!(n > 0, "--threads must be positive");
         tch::set_num_threads(n);
@@ -313,7 +313,7 @@ fn context(o: &Options) -> Result<Context> {
     if o.nproc_per_node == Some(0) {
         anyhow::bail!("--nproc-per-node must be at least 1");
     }
-    Ok(Context {
+    Ok(RunContext {
         nproc_per_node: o.nproc_per_node,
         exe: std::env::current_exe().context("finding the ono binary")?,
         device: o.device.clone(),
@@ -348,7 +348,7 @@ fn plan_only(
     out: &Path,
     profile: Profile,
     plan: &plan::Plan,
-    ctx: &Context,
+    ctx: &RunContext,
     measure: bool,
 ) -> Result<bool> {
     report::write_plan(out, profile, plan, ctx)?;
@@ -365,7 +365,7 @@ fn plan_only(
         let failed = b
             .experiments
             .iter()
-            .any(|r| matches!(r.status, budget::Status::Failed { .. }));
+            .any(|r| matches!(r.status, budget::Measurement::Failed { .. }));
         return Ok(!failed);
     }
     Ok(true)
@@ -379,7 +379,7 @@ fn run_experiments(
     experiments: &[plan::Experiment],
     order: &[usize],
     out: &Path,
-    ctx: &Context,
+    ctx: &RunContext,
     shard: Option<jobs::Shard>,
     started: Instant,
 ) -> Vec<Option<execute::Outcome>> {
@@ -483,7 +483,7 @@ fn write_once(
 }
 
 /// The outcome of an experiment whose lock could not be taken (its folder cannot be written).
-fn lock_failed(e: &plan::Experiment, ctx: &Context, err: ono_train::Error) -> execute::Outcome {
+fn lock_failed(e: &plan::Experiment, ctx: &RunContext, err: ono_train::Error) -> execute::Outcome {
     let mut o = execute::Outcome::new(e, ctx);
     o.status = execute::Status::Failed(format!("locking its folder: {err}"));
     o
@@ -492,7 +492,7 @@ fn lock_failed(e: &plan::Experiment, ctx: &Context, err: ono_train::Error) -> ex
 /// One process's pass over the plan: runs the experiments it holds the locks of, and keeps the
 /// numbers of its progress line.
 struct Pass<'a> {
-    ctx: &'a Context,
+    ctx: &'a RunContext,
     n: usize,
     started: Instant,
     /// Experiments this pass has taken up, finished before or not.
@@ -557,7 +557,7 @@ fn with_reference(
     mut o: execute::Outcome,
     e: &plan::Experiment,
     dir: &RunFolder,
-    ctx: &Context,
+    ctx: &RunContext,
     i: usize,
     n: usize,
 ) -> execute::Outcome {

@@ -15,7 +15,7 @@ use super::execute::{self, write_json, Outcome, Status};
 use super::findings::{self, Finding};
 use super::plan::{self, Cell, Measure, PaperOnly, Plan, Profile, Source, Work, SEEN_STEPS};
 use super::values::{err, num, Readings, SeedValue, Shown};
-use super::{clock, paper, Context};
+use super::{clock, paper, RunContext};
 
 /// `summary.json`: the report, machine readable.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -140,7 +140,7 @@ fn paper_only(paper: &Plan, plan: &Plan) -> String {
 
 /// Writes `plan.md` (the experiments and the cells they fill) and each trained experiment's
 /// file, as a run would write it (`--plan-only`).
-pub fn write_plan(out: &Path, profile: Profile, plan: &Plan, ctx: &Context) -> Result<()> {
+pub fn write_plan(out: &Path, profile: Profile, plan: &Plan, ctx: &RunContext) -> Result<()> {
     let mut s = format!(
         "# Plan of the {} profile\n\n| experiment | model | work | data |\n|---|---|---|---|\n",
         profile.name()
@@ -187,7 +187,7 @@ pub fn write(
     plan: &Plan,
     paper: Option<&Plan>,
     outcomes: &[Outcome],
-    ctx: &Context,
+    ctx: &RunContext,
     wall: f64,
 ) -> Result<()> {
     let readings = Readings::new(plan, outcomes);
@@ -228,7 +228,7 @@ fn header(
     plan: &Plan,
     paper: Option<&Plan>,
     found: &[Finding],
-    ctx: &Context,
+    ctx: &RunContext,
     wall: f64,
 ) -> String {
     let mut md = String::new();
@@ -678,7 +678,7 @@ mod tests {
             generated: PathBuf::from("/out/data"),
         };
         let quick = plan(Profile::Quick, &data).unwrap();
-        let ctx = Context::for_tests();
+        let ctx = RunContext::for_tests();
         let done = |ours: f64, theirs: f64| {
             (
                 ours,

@@ -119,7 +119,7 @@ impl EncoderLayer {
 
 /// The decoder after the upscaler (or the encoder, 1-D).
 #[derive(Debug)]
-enum Decoder {
+enum Regressor {
     /// `SpectralRegressor`: `fc` (2-D: [x, coordinates] → freq_dim), the spectral layers and the
     /// head `regressor.{0, 2}`.
     Spectral {
@@ -145,7 +145,7 @@ pub struct GalerkinTransformer {
     /// The 2-D model's scalers with their sizes (from `scaler_grids` or the explicit sizes).
     scalers: Option<(InterpDownscaler, InterpUpscaler, ScalerSizes)>,
     layers: Vec<EncoderLayer>,
-    decoder: Decoder,
+    decoder: Regressor,
 }
 
 impl GalerkinTransformer {
@@ -185,7 +185,7 @@ impl GalerkinTransformer {
             .collect::<Result<Vec<_>>>()?;
         let reg = path / "regressor";
         let decoder = match cfg.decoder {
-            GalerkinDecoder::Pointwise => Decoder::Pointwise(
+            GalerkinDecoder::Pointwise => Regressor::Pointwise(
                 PointwiseRegressorConfig {
                     in_dim: cfg.n_hidden,
                     coord_dim: cfg.space_dim,
@@ -209,7 +209,7 @@ impl GalerkinTransformer {
     }
 
     /// The `SpectralRegressor`.
-    fn spectral_decoder(reg: &Path, cfg: &GalerkinConfig) -> Result<Decoder> {
+    fn spectral_decoder(reg: &Path, cfg: &GalerkinConfig) -> Result<Regressor> {
         let two_d = cfg.model == GalerkinModel::FourierTransformer2d;
         // FourierTransformer2D's SpectralRegressor: spacial_fc (the output grid's coordinates in,
         // to freq_dim channels) and the default dim_feedforward 2·spacial_dim·freq_dim;
@@ -241,7 +241,7 @@ impl GalerkinTransformer {
             cfg.freq_dim
         };
         let head = reg / "regressor";
-        Ok(Decoder::Spectral {
+        Ok(Regressor::Spectral {
             fc,
             layers,
             head0: torch_linear(&(&head / 0), cfg.freq_dim, hidden, true),
@@ -342,8 +342,8 @@ impl GalerkinTransformer {
     /// The parameters' dtype.
     fn param_kind(&self) -> Kind {
         match &self.decoder {
-            Decoder::Spectral { head0, .. } => head0.weight.kind(),
-            Decoder::Pointwise(p) => p.kind(),
+            Regressor::Spectral { head0, .. } => head0.weight.kind(),
+            Regressor::Pointwise(p) => p.kind(),
         }
     }
 
@@ -515,13 +515,13 @@ impl GalerkinTransformer {
     /// (the 2-D model) → (B, grid…, out_dim).
     fn decode(&self, x: &Tensor, coords: Option<&Tensor>, train: bool) -> Result<Tensor> {
         match &self.decoder {
-            Decoder::Pointwise(reg) => {
+            Regressor::Pointwise(reg) => {
                 let coords = coords.ok_or_else(|| {
                     Error::Config(format!("{ARCH}: the pointwise decoder reads coordinates"))
                 })?;
                 reg.forward(x, coords, train)
             }
-            Decoder::Spectral {
+            Regressor::Spectral {
                 fc,
                 layers,
                 head0,

@@ -7,7 +7,7 @@ use super::*;
 use crate::reproduce::execute::{Outcome, Status};
 use crate::reproduce::plan::{base, Cell, Experiment, PaperOnly, Plan, Source, Task, Work};
 use crate::reproduce::values::Readings;
-use crate::reproduce::Context;
+use crate::reproduce::RunContext;
 
 /// A trained experiment (Darcy FNO's base under another id, on 64 samples for 7 epochs).
 fn experiment(id: &str) -> Experiment {
@@ -50,7 +50,7 @@ fn cell(table: usize, row: &str, column: &str, paper: Option<f64>, source: Sourc
 
 /// A finished experiment with test error `test` against mean field `field`.
 fn done(e: &Experiment, test: f64, field: f64) -> Outcome {
-    let ctx = Context::for_tests();
+    let ctx = RunContext::for_tests();
     Outcome {
         test_rel_l2: Some(test),
         mean_field: Some(field),

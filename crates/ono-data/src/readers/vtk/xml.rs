@@ -28,7 +28,7 @@ use super::{cell_types, indices, MeshArray, Piece, Scalar};
 type R<T> = std::result::Result<T, String>;
 
 /// What every data array of a file shares.
-struct Context<'a> {
+struct ArrayEncoding<'a> {
     big_endian: bool,
     /// 4 (UInt32) or 8 (UInt64).
     word: usize,
@@ -97,7 +97,7 @@ pub(super) fn pieces(bytes: &[u8]) -> R<Vec<Piece>> {
             ))
         }
     };
-    let ctx = Context {
+    let ctx = ArrayEncoding {
         big_endian,
         word,
         compressed,
@@ -163,7 +163,7 @@ fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).rposition(|w| w == needle)
 }
 
-fn piece(p: Node, poly: bool, ctx: &Context) -> R<Piece> {
+fn piece(p: Node, poly: bool, ctx: &ArrayEncoding) -> R<Piece> {
     let n = count(p, "NumberOfPoints")?;
     let points = match element(p, "Points") {
         Some(pts) => {
@@ -270,7 +270,7 @@ fn first_array<'a, 'i>(node: Node<'a, 'i>) -> Option<Node<'a, 'i>> {
 }
 
 /// The numbers of a `DataArray`, as float64.
-fn values(a: Node, ctx: &Context) -> R<Vec<f64>> {
+fn values(a: Node, ctx: &ArrayEncoding) -> R<Vec<f64>> {
     let ty = a.attribute("type").unwrap_or("");
     let scalar = match ty {
         "Int8" | "Char" => Scalar::I8,
@@ -346,7 +346,7 @@ fn values(a: Node, ctx: &Context) -> R<Vec<f64>> {
     scalar.decode(&bytes, ctx.big_endian)
 }
 
-fn word(bytes: &[u8], i: usize, ctx: &Context) -> R<u64> {
+fn word(bytes: &[u8], i: usize, ctx: &ArrayEncoding) -> R<u64> {
     let w = ctx.word;
     let b = bytes
         .get(i * w..(i + 1) * w)
@@ -360,7 +360,7 @@ fn word(bytes: &[u8], i: usize, ctx: &Context) -> R<u64> {
 }
 
 /// A block of raw bytes (appended raw data): header, then data.
-fn raw_block(at: &[u8], ctx: &Context) -> R<Vec<u8>> {
+fn raw_block(at: &[u8], ctx: &ArrayEncoding) -> R<Vec<u8>> {
     if !ctx.compressed {
         let n = to_usize(word(at, 0, ctx)?)?;
         return at
@@ -380,7 +380,7 @@ fn raw_block(at: &[u8], ctx: &Context) -> R<Vec<u8>> {
 
 /// A base64 block (inline binary, or appended base64): the header and the data as one stream
 /// or two.
-fn base64_block(text: &[u8], ctx: &Context) -> R<Vec<u8>> {
+fn base64_block(text: &[u8], ctx: &ArrayEncoding) -> R<Vec<u8>> {
     let b64 = |t: &[u8]| -> R<Vec<u8>> {
         base64::engine::general_purpose::STANDARD
             .decode(t)
@@ -448,7 +448,7 @@ fn base64_block(text: &[u8], ctx: &Context) -> R<Vec<u8>> {
 }
 
 /// The zlib blocks after a compressed header, inflated, each to exactly its stated size.
-fn inflate(head: &[u8], data: &[u8], ctx: &Context) -> R<Vec<u8>> {
+fn inflate(head: &[u8], data: &[u8], ctx: &ArrayEncoding) -> R<Vec<u8>> {
     let blocks = to_usize(word(head, 0, ctx)?)?;
     let size = to_usize(word(head, 1, ctx)?)?;
     let last = to_usize(word(head, 2, ctx)?)?;
