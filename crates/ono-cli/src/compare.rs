@@ -387,7 +387,7 @@ fn recipe(
             task.key()
         )));
     };
-    let benchmark = cfg.data.parsed_benchmark()?;
+    let benchmark = cfg.data.benchmark;
     let recipe = benchmark.map(|b| ono_train::recipe::recipe(b, cfg.data.layout));
     let d = &mut cfg.data;
     d.path = Some(data.to_path_buf());

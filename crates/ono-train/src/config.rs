@@ -189,8 +189,8 @@ pub struct DataSection {
     pub path: Option<PathBuf>,
     /// A published benchmark (`darcy`, `ns2d`, `burgers`, `airfoil`, `pipe`, `elasticity`,
     /// `elasticity_grid`, `plasticity`, `darcy_inverse`, `neuralop_darcy`, `neuralop_burgers`).
-    #[serde(default)]
-    pub benchmark: Option<String>,
+    #[serde(default, with = "benchmark_name")]
+    pub benchmark: Option<Benchmark>,
     /// Point clouds whose samples differ in size (GNOT's multi-input-output files: a pickle or
     /// its converted .npz per split), relative to the config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -260,15 +260,23 @@ fn yes() -> bool {
     true
 }
 
-impl DataSection {
-    /// The published benchmark that `benchmark` names, if it names one.
-    pub fn parsed_benchmark(&self) -> Result<Option<Benchmark>> {
-        self.benchmark
-            .as_deref()
-            .map(|b| {
-                b.parse::<Benchmark>()
-                    .map_err(|e: ono_data::Error| Error::invalid("data.benchmark", e))
-            })
+/// `data.benchmark` by its name: written as [`Benchmark::name`], read as [`Benchmark`]'s
+/// `FromStr` reads a name (any case, `-` for `_`), so files and checkpoints of earlier versions
+/// read unchanged and an unknown name is refused, with the known ones, as the file is read.
+mod benchmark_name {
+    use ono_data::benchmarks::Benchmark;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Option<Benchmark>, s: S) -> Result<S::Ok, S::Error> {
+        match b {
+            Some(b) => s.serialize_some(b.name()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Benchmark>, D::Error> {
+        Option::<String>::deserialize(d)?
+            .map(|name| name.parse().map_err(serde::de::Error::custom))
             .transpose()
     }
 }
@@ -647,9 +655,7 @@ impl TrainConfig {
             &self.data.point_clouds,
         ) {
             (Some(_), None, None) | (None, None, Some(_)) => {}
-            (None, Some(_), None) => {
-                self.data.parsed_benchmark()?;
-            }
+            (None, Some(_), None) => {}
             _ => {
                 return Err(Error::config(
                     "data",

@@ -31,7 +31,7 @@ pub struct ResolvedData {
 /// Reads the dataset file or the benchmark of `cfg.data`, applies `ntrain` / `ntest`, and fills
 /// unset settings from the benchmark's reference recipe.
 pub fn resolve_data(d: &DataSection, loss: &LossSection) -> Result<ResolvedData> {
-    let (dataset, recipe) = match (&d.path, d.parsed_benchmark()?) {
+    let (dataset, recipe) = match (&d.path, d.benchmark) {
         (Some(path), _) => {
             let data = TensorDataset::read(path).map_err(|e| match e {
                 ono_data::Error::Io { path, source } if source.kind() == std::io::ErrorKind::NotFound => {

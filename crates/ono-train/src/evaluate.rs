@@ -222,7 +222,7 @@ pub fn evaluate_checkpoint_split(
             }
             let name = match (&own.path, &own.benchmark, &own.point_clouds) {
                 (Some(p), _, _) => p.display().to_string(),
-                (None, Some(b), _) => b.clone(),
+                (None, Some(b), _) => b.name().to_string(),
                 (None, None, Some(c)) => c.test.display().to_string(),
                 (None, None, None) => "?".into(),
             };

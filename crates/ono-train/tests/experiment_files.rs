@@ -140,3 +140,29 @@ fn precision_experiment_files_differ_only_in_precision() {
     );
     assert_ne!(full.output_dir, bf16.output_dir);
 }
+
+/// `data.benchmark` is read by name as the benchmarks' own parser reads it (any case, as files
+/// of earlier versions wrote it), written back in its canonical spelling, and an unknown name is
+/// refused as the file is read, with the known ones.
+#[test]
+fn the_benchmark_is_read_by_name_and_an_unknown_one_refused() {
+    use ono_data::benchmarks::Benchmark;
+    let file = |b: &str| {
+        format!(
+            "epochs = 1\nbatch_size = 2\noutput_dir = \"run\"\n[model]\narch = \"ono\"\n\
+             [data]\nbenchmark = \"{b}\"\n"
+        )
+    };
+    let cfg = TrainConfig::from_toml(&file("Darcy")).unwrap();
+    assert_eq!(cfg.data.benchmark, Some(Benchmark::Darcy));
+    let text = toml::to_string(&cfg).unwrap();
+    assert!(text.contains("benchmark = \"darcy\""), "{text}");
+    assert_eq!(TrainConfig::from_toml(&text).unwrap(), cfg);
+    let err = TrainConfig::from_toml(&file("navier_stokes"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unknown benchmark `navier_stokes`") && err.contains("ns2d"),
+        "{err}"
+    );
+}

@@ -122,7 +122,7 @@ impl Estimate {
 /// `budget.md` after each; experiments an earlier call measured on this device are kept.
 pub fn measure(plan: &Plan, out: &Path, ctx: &RunContext) -> Result<Budget> {
     let data = out.join("measure-data");
-    let benchmarks: Vec<Benchmark> = super::PUBLISHED
+    let benchmarks: Vec<Benchmark> = Benchmark::PAPER
         .into_iter()
         .filter(|b| {
             plan.experiments.iter().any(|e| match &e.work {
@@ -219,8 +219,8 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &RunContext) -> Result<Budget> {
 /// shapes `miniature::write_published` writes (the reduced profiles' generated and neuraloperator
 /// data have none to measure at).
 fn published(config: &TrainConfig) -> Option<Benchmark> {
-    let b: Benchmark = config.data.benchmark.as_deref()?.parse().ok()?;
-    super::PUBLISHED.contains(&b).then_some(b)
+    let b = config.data.benchmark?;
+    Benchmark::PAPER.contains(&b).then_some(b)
 }
 
 /// One line of progress.
@@ -254,12 +254,7 @@ fn measure_one(
 ) -> Result<Measurement> {
     let mut cfg = execute::as_run(config, ctx);
     let batch = cfg.batch_size.max(1);
-    let benchmark: Benchmark = cfg
-        .data
-        .benchmark
-        .as_deref()
-        .context("no benchmark")?
-        .parse()?;
+    let benchmark: Benchmark = cfg.data.benchmark.context("no benchmark")?;
     let (default_train, default_test) = benchmark.default_split(cfg.data.layout);
     let ntrain = cfg.data.ntrain.map_or(default_train, |n| n as usize);
     let ntest = cfg.data.ntest.map_or(default_test, |n| n as usize);

@@ -19,6 +19,7 @@ use ono_train::{RunFolder, RunSpec, Trainer};
 
 use crate::data::{DarcyArgs, GenArgs};
 use crate::message::{self, Ended, Message};
+use ono_data::benchmarks::Benchmark;
 
 use super::plan::{DataPaths, Experiment, Measure, Profile, Reduced, Work};
 use super::RunContext;
@@ -322,13 +323,18 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
     let Some(r) = Reduced::of(profile) else {
         return Ok(());
     };
-    let reads = |needle: &str| {
+    let reads = |needle: Option<Benchmark>| {
         experiments.iter().any(|e| match &e.work {
             Work::Train { config, .. } => {
                 let d = &config.data;
-                (d.data_dir.as_deref() == Some(data.generated.as_path())
-                    && d.benchmark.as_deref() == Some(needle))
-                    || (needle == "cloud" && d.path.as_deref() == Some(data.cloud().as_path()))
+                match needle {
+                    Some(b) => {
+                        d.data_dir.as_deref() == Some(data.generated.as_path())
+                            && d.benchmark == Some(b)
+                    }
+                    // The point clouds, a dataset file.
+                    None => d.path.as_deref() == Some(data.cloud().as_path()),
+                }
             }
             Work::Measure { .. } => false,
         })
@@ -340,7 +346,7 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
     let mut jobs: Vec<(PathBuf, String, DataJob)> = Vec::new();
     let count =
         |n: i64| usize::try_from(n).with_context(|| format!("the plan asks for {n} samples"));
-    if reads("darcy") {
+    if reads(Some(Benchmark::Darcy)) {
         let (ntrain, ntest) = (r.superres.ntrain, r.superres.ntest);
         for (file, n, seed) in [
             ("piececonst_r421_N1024_smooth1.mat", ntrain, 1),
@@ -366,7 +372,7 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
             jobs.push((out, line, job));
         }
     }
-    if reads("ns2d") {
+    if reads(Some(Benchmark::Ns2d)) {
         let n = r.ns2d.ntrain + r.ns2d.ntest;
         let out = data.generated.join("NavierStokes_V1e-5_N1200_T20.mat");
         // The trajectories depend on the batch (round-off, through the flow's instability): a
@@ -389,7 +395,7 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
         });
         jobs.push((out, line, job));
     }
-    if reads("cloud") {
+    if reads(None) {
         let (ntrain, ntest) = (r.cloud.ntrain, r.cloud.ntest);
         let out = data.cloud();
         let line = format!(

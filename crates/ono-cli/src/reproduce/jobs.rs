@@ -202,24 +202,21 @@ pub fn cost(e: &Experiment) -> f64 {
         return 0.0;
     };
     let d = &config.data;
-    let default = d
-        .benchmark
-        .as_deref()
-        .and_then(|b| b.parse::<ono_data::benchmarks::Benchmark>().ok())
-        .map_or(1000, |b| b.default_split(d.layout).0);
+    let default = d.benchmark.map_or(1000, |b| b.default_split(d.layout).0);
     let samples = d.ntrain.map_or(default, |n| n as usize) as f64;
     let side = |full: f64, r: Option<usize>| ((full - 1.0) / r.unwrap_or(1) as f64).floor() + 1.0;
-    let points = match d.benchmark.as_deref() {
-        Some("darcy") | Some("darcy_inverse") => side(421.0, d.r.or(Some(5))).powi(2),
-        Some("ns2d") => side(64.0, d.r).powi(2) * 10.0,
-        Some("airfoil") => 221.0 * 51.0,
-        Some("pipe") => 129.0 * 129.0,
-        Some("plasticity") => 101.0 * 31.0 * 20.0,
-        Some("elasticity") => 972.0,
-        Some("elasticity_grid") => 41.0 * 41.0,
-        Some("neuralop_darcy") => 256.0,
-        Some("burgers") | Some("neuralop_burgers") => side(8192.0, d.r.or(Some(8))),
-        _ => 1000.0,
+    use ono_data::benchmarks::Benchmark as B;
+    let points = match d.benchmark {
+        Some(B::Darcy | B::DarcyInverse) => side(421.0, d.r.or(Some(5))).powi(2),
+        Some(B::Ns2d) => side(64.0, d.r).powi(2) * 10.0,
+        Some(B::Airfoil) => 221.0 * 51.0,
+        Some(B::Pipe) => 129.0 * 129.0,
+        Some(B::Plasticity) => 101.0 * 31.0 * 20.0,
+        Some(B::Elasticity) => 972.0,
+        Some(B::ElasticityGrid) => 41.0 * 41.0,
+        Some(B::NeuralopDarcy) => 256.0,
+        Some(B::Burgers | B::NeuralopBurgers) => side(8192.0, d.r.or(Some(8))),
+        None => 1000.0,
     };
     config.epochs as f64 * samples * points
 }

@@ -423,26 +423,17 @@ fn run_experiments(
     outcomes
 }
 
-/// The six benchmarks the paper plan reads.
-const PUBLISHED: [ono_data::benchmarks::Benchmark; 6] = {
-    use ono_data::benchmarks::Benchmark;
-    [
-        Benchmark::Darcy,
-        Benchmark::Ns2d,
-        Benchmark::Airfoil,
-        Benchmark::Pipe,
-        Benchmark::Elasticity,
-        Benchmark::Plasticity,
-    ]
-};
-
 /// Writes the rehearsal's miniatures of the six benchmarks into `dir` and returns their split.
 fn write_miniatures(dir: &Path) -> Result<ono_data::benchmarks::miniature::Miniature> {
     use ono_data::benchmarks::{miniature, Benchmark};
     let what = format!("write_rehearsal {}", miniature::sizes_label(true, 0));
-    write_once(dir, "rehearsal miniature", &what, &PUBLISHED, |b, dir| {
-        miniature::write_rehearsal(b, dir, miniature::MatVersion::V5)
-    })?;
+    write_once(
+        dir,
+        "rehearsal miniature",
+        &what,
+        &ono_data::benchmarks::Benchmark::PAPER,
+        |b, dir| miniature::write_rehearsal(b, dir, miniature::MatVersion::V5),
+    )?;
     miniature::rehearsal_split(Benchmark::Darcy).context("the rehearsal sizes Darcy")
 }
 

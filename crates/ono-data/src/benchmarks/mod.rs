@@ -109,6 +109,18 @@ impl Benchmark {
         Benchmark::NeuralopBurgers,
     ];
 
+    /// The six benchmarks of the ONO paper's tables (and of the model presets named after
+    /// them), in the order the presets list them: the one list the plan, the rehearsal's
+    /// miniatures, the budget and the presets are views of.
+    pub const PAPER: [Benchmark; 6] = [
+        Benchmark::Darcy,
+        Benchmark::Ns2d,
+        Benchmark::Airfoil,
+        Benchmark::Pipe,
+        Benchmark::Elasticity,
+        Benchmark::Plasticity,
+    ];
+
     /// The command-line name.
     pub fn name(self) -> &'static str {
         match self {

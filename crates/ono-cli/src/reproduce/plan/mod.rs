@@ -16,6 +16,7 @@ mod tables;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
+use ono_data::benchmarks::Benchmark;
 use ono_train::config::{ModelSection, TrainConfig};
 use serde::{Deserialize, Serialize};
 
@@ -112,16 +113,21 @@ impl Task {
         Task::Plasticity,
     ];
 
+    /// The benchmark it is (one of [`Benchmark::PAPER`]).
+    pub fn benchmark(self) -> Benchmark {
+        match self {
+            Task::Ns2d => Benchmark::Ns2d,
+            Task::Airfoil => Benchmark::Airfoil,
+            Task::Pipe => Benchmark::Pipe,
+            Task::Darcy => Benchmark::Darcy,
+            Task::Elasticity => Benchmark::Elasticity,
+            Task::Plasticity => Benchmark::Plasticity,
+        }
+    }
+
     /// The benchmark's name in experiment files (and the folder of its base experiments).
     pub fn key(self) -> &'static str {
-        match self {
-            Task::Ns2d => "ns2d",
-            Task::Airfoil => "airfoil",
-            Task::Pipe => "pipe",
-            Task::Darcy => "darcy",
-            Task::Elasticity => "elasticity",
-            Task::Plasticity => "plasticity",
-        }
+        self.benchmark().name()
     }
 
     /// Its column in Table 1.

@@ -3,6 +3,7 @@
 //! batch size per benchmark, a smaller model of the same architecture).
 
 use anyhow::Result;
+use ono_data::benchmarks::Benchmark;
 use ono_data::normalizer::NormalizerKind;
 use ono_models::galerkin::ScalerGrids;
 use ono_models::{ModelConfig, NnBlock};
@@ -188,7 +189,7 @@ impl Reduced {
                 d.normalize_y.get_or_insert(NormalizerKind::Unit);
             }
             Task::Darcy => {
-                d.benchmark = Some(NEURALOP_DARCY.to_string());
+                d.benchmark = Some(Benchmark::NeuralopDarcy);
                 d.data_dir = Some(data.neuralop.clone());
                 d.ntrain = Some(z.ntrain);
                 d.ntest = Some(z.ntest);
@@ -199,7 +200,7 @@ impl Reduced {
                 } else {
                     &data.published
                 };
-                d.benchmark = Some(task.key().to_string());
+                d.benchmark = Some(task.benchmark());
                 d.data_dir = Some(dir.clone());
                 d.ntrain = Some(z.ntrain);
                 d.ntest = Some(z.ntest);
@@ -230,7 +231,7 @@ impl Reduced {
         cfg.batch_size = z.batch.min(z.ntrain);
         let d = &mut cfg.data;
         d.path = None;
-        d.benchmark = Some(Task::Darcy.key().to_string());
+        d.benchmark = Some(Benchmark::Darcy);
         d.data_dir = Some(data.generated.clone());
         d.r = Some(stride);
         d.ntrain = Some(z.ntrain);
@@ -288,8 +289,7 @@ impl Reduced {
     }
 }
 
-/// The benchmark of the reduced profiles' Darcy (Table 1) and its training grid's side.
-pub const NEURALOP_DARCY: &str = "neuralop_darcy";
+/// The training grid's side of the reduced profiles' Darcy (Table 1, the neuraloperator set).
 pub const NEURALOP_DARCY_SIDE: i64 = 16;
 /// The neuraloperator Darcy set's other test resolution (Table 3's zero-shot column).
 pub const NEURALOP_DARCY_ZERO_SHOT: usize = 32;

@@ -42,7 +42,7 @@ pub fn rehearse(mut plan: Plan, miniatures: &Path, split: Miniature) -> Result<P
         d.data_dir = Some(miniatures.to_path_buf());
         d.ntrain = Some(split.ntrain as i64);
         d.ntest = Some(split.ntest as i64);
-        if d.benchmark.as_deref() == Some("darcy") {
+        if d.benchmark == Some(ono_data::benchmarks::Benchmark::Darcy) {
             // The Galerkin Transformer interpolates between two fixed grids, the fine one the
             // training grid: on the rehearsal's Darcy it is that file's, strided.
             let side = ((DARCY_SIDE - 1) / d.r.unwrap_or(5) + 1) as i64;

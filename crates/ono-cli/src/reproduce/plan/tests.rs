@@ -2,6 +2,7 @@ use std::path::PathBuf;
 
 use super::bases::BASES;
 use super::*;
+use ono_data::benchmarks::Benchmark;
 use ono_models::ModelConfig;
 
 fn paths() -> DataPaths {
@@ -431,9 +432,9 @@ fn reduced_models_fit_their_grids() {
             let Work::Train { config, .. } = &e.work else {
                 continue;
             };
-            let side = match config.data.benchmark.as_deref() {
-                Some("neuralop_darcy") => 16,
-                Some("ns2d") => 64 / r.ns2d_r as i64,
+            let side = match config.data.benchmark {
+                Some(Benchmark::NeuralopDarcy) => 16,
+                Some(Benchmark::Ns2d) => 64 / r.ns2d_r as i64,
                 _ => continue,
             };
             let modes: Vec<i64> = match config.model.config().unwrap() {
@@ -452,12 +453,38 @@ fn reduced_models_fit_their_grids() {
             );
             if unet && side < 32 {
                 assert_eq!(
-                    config.data.benchmark.as_deref(),
-                    Some("neuralop_darcy"),
+                    config.data.benchmark,
+                    Some(Benchmark::NeuralopDarcy),
                     "{}",
                     e.id
                 );
             }
         }
     }
+}
+
+/// The benchmark names are views of one list: the table's tasks, the rehearsal's miniatures
+/// and budget ([`Benchmark::PAPER`]) and the model presets named after the benchmarks.
+#[test]
+fn tasks_and_presets_are_the_paper_benchmarks() {
+    use ono_models::Presets;
+    let mut tasks: Vec<Benchmark> = Task::ALL.iter().map(|t| t.benchmark()).collect();
+    tasks.sort_by_key(|b| b.name());
+    let mut paper = Benchmark::PAPER.to_vec();
+    paper.sort_by_key(|b| b.name());
+    assert_eq!(tasks, paper);
+    for t in Task::ALL {
+        assert_eq!(t.key().parse::<Benchmark>().unwrap(), t.benchmark());
+    }
+    let names: Vec<&str> = Benchmark::PAPER.iter().map(|b| b.name()).collect();
+    assert_eq!(
+        &<ono_models::OnoConfig as Presets>::NAMES[..6],
+        &names[..],
+        "ONO's presets lead with the benchmarks"
+    );
+    assert_eq!(
+        <ono_models::nsl::transolver::TransolverConfig as Presets>::NAMES,
+        &names[..],
+        "the NSL ports' presets are the benchmarks"
+    );
 }
