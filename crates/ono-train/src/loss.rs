@@ -5,12 +5,14 @@
 //! - Darcy's derivative term (ONO `Darcy_example.py`): boundary-zeroed prediction, zero-padded
 //!   central differences with step 1/s, α = 0.1;
 //! - the Galerkin Transformer's H¹-seminorm terms (`WeightedL2Loss` 1-D and `WeightedL2Loss2d`);
-//! - evaluation metrics: mean relative L2 over a set, per-step and whole-rollout errors.
+//! - evaluation metrics: mean relative L2 over a set, per-step and whole-rollout errors;
+//! - how a run's training loss is formed from these ([`LossSpec`], against a [`Target`]).
 
 use ono_kernels::host;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
+use crate::config::{LossKind, ReductionName, RolloutLoss};
 use crate::{Error, Result};
 
 /// The same [`Reduction`], under its older name.
@@ -390,5 +392,123 @@ impl MetricSum {
             per_step: values[1..].iter().map(|v| v / n).collect(),
             full: values[0] / n,
         })
+    }
+}
+
+/// What a training output is scored against.
+#[derive(Clone, Copy)]
+pub(crate) struct Target<'a> {
+    /// (B, M, C) or (B, M, C, T), raw.
+    pub y: &'a Tensor,
+    /// (B, M, Ca): loss-only channels.
+    pub aux: Option<&'a Tensor>,
+    /// (B, M) bool: the real points of a ragged batch.
+    pub mask: Option<&'a Tensor>,
+}
+
+impl<'a> Target<'a> {
+    pub fn plain(y: &'a Tensor) -> Self {
+        Self {
+            y,
+            aux: None,
+            mask: None,
+        }
+    }
+}
+
+/// How the training loss is formed from the model's output: the experiment's `[loss]` with the
+/// benchmark recipe's values for what it leaves unset.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LossSpec {
+    /// The batch reduction (a mean for the Galerkin losses, whatever was configured).
+    pub reduction: ReductionName,
+    /// Darcy's derivative weight (needs a square grid).
+    pub alpha: f64,
+    /// Which loss.
+    pub kind: LossKind,
+    /// γ of the Galerkin H¹ term.
+    pub h1_gamma: f64,
+    /// How an autoregressive rollout's frames add up.
+    pub rollout: RolloutLoss,
+}
+
+impl LossSpec {
+    /// The configured batch reduction of a Σ_b loss.
+    pub(crate) fn reduce(&self, sum: Tensor, b: i64) -> Result<Tensor> {
+        Ok(match self.reduction {
+            ReductionName::Sum => sum,
+            ReductionName::Mean => sum.f_div_scalar(b as f64)?,
+        })
+    }
+
+    /// The loss of predictions on the targets' grid `grid`: relative L2 (+ α · Darcy's
+    /// derivative term), reduced; the Galerkin Transformer's loss with the targets' derivatives
+    /// (and coefficient) from `aux`; or GNOT's per-channel loss. `pred` and `t.y` are decoded
+    /// values, except for GNOT's loss, which the reference computes on normalized ones.
+    ///
+    /// # Shapes
+    /// - `pred`, `t.y`: (B, M, C); `t.aux`: (B, M, Ca); `t.mask`: (B, M)
+    pub(crate) fn of(&self, pred: &Tensor, t: &Target<'_>, grid: Option<&[i64]>) -> Result<Tensor> {
+        let (y, b) = (t.y, pred.size()[0]);
+        match self.kind {
+            LossKind::GalerkinH1 => return self.galerkin(pred, y, grid, t.aux),
+            LossKind::Gnot => return channel_relative_l2(pred, y, t.mask),
+            LossKind::RelL2 => {}
+        }
+        let sum = match (grid, self.alpha > 0.0) {
+            (Some(g), true) => darcy_loss(pred, y, g[0], self.alpha)?,
+            _ => relative_l2(pred, y, Reduction::Sum, t.mask)?,
+        };
+        self.reduce(sum, b)
+    }
+
+    /// `WeightedL2Loss` on a 1-D grid, `WeightedL2Loss2d` on a 2-D one; h = 1/n (the first
+    /// axis in 2-D, as the reference's square grids). The trainer has checked the shapes.
+    fn galerkin(
+        &self,
+        pred: &Tensor,
+        y: &Tensor,
+        grid: Option<&[i64]>,
+        aux: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let b = pred.size()[0];
+        let with_h1 = self.h1_gamma > 0.0;
+        let missing = || {
+            Error::Data("the galerkin_h1 loss with h1_gamma > 0 needs the targets' derivatives as aux (the Galerkin layout of the data)".into())
+        };
+        match grid {
+            Some(&[n]) => {
+                let du = match (with_h1, aux) {
+                    (true, Some(a)) => Some(a.f_reshape([b, n])?),
+                    (true, None) => return Err(missing()),
+                    (false, _) => None,
+                };
+                let (p, u) = (pred.f_reshape([b, n])?, y.f_reshape([b, n])?);
+                galerkin_h1_loss_1d(&p, &u, du.as_ref(), 1.0 / n as f64, self.h1_gamma)
+            }
+            Some(&[n1, n2]) => {
+                let (grad, coeff) = match (with_h1, aux) {
+                    (true, Some(a)) => (
+                        Some(a.f_narrow(2, 0, 2)?.f_reshape([b, n1, n2, 2])?),
+                        Some(a.f_select(2, 2)?.f_reshape([b, n1, n2])?),
+                    ),
+                    (true, None) => return Err(missing()),
+                    (false, _) => (None, None),
+                };
+                let target = match (&grad, &coeff) {
+                    (Some(g), Some(c)) => Some(DarcyH1Target {
+                        grad_u: g,
+                        coeff: c,
+                    }),
+                    _ => None,
+                };
+                let (p, u) = (pred.f_reshape([b, n1, n2])?, y.f_reshape([b, n1, n2])?);
+                galerkin_h1_loss_2d(&p, &u, target, 1.0 / n1 as f64, self.h1_gamma)
+            }
+            _ => Err(Error::Data(
+                "the galerkin_h1 loss needs targets on a 1-D or 2-D grid".into(),
+            )),
+        }
     }
 }

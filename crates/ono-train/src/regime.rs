@@ -10,8 +10,9 @@ use tch::{Device, Kind, Tensor};
 
 use crate::config::RolloutLoss;
 use crate::decoder::{Decoder, Points};
+use crate::loss::Target;
 use crate::loss::{self, MetricSum};
-use crate::step::{StepBatch, StepRunner, Target};
+use crate::step::{StepBatch, StepRunner};
 use crate::{Error, Result};
 
 /// How samples are fed to a model.

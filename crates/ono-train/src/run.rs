@@ -17,7 +17,7 @@ use crate::normalizers::NormalizerKinds;
 use crate::regime::Regime;
 use crate::{Error, Result};
 
-pub use crate::step::LossSpec;
+pub use crate::loss::LossSpec;
 
 /// A checked run: the experiment with every unset value resolved, its data, and the model
 /// configuration with the data's dimensions.

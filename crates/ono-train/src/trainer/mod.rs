@@ -30,6 +30,7 @@ use tch::{Device, Kind, Tensor};
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::config::{BatchOrder, ReductionName, TrainConfig};
+use crate::loss::LossSpec;
 use crate::loss::RolloutErrors;
 use crate::normalizers::Normalizers;
 use crate::observer::EpochObserver;
@@ -40,7 +41,7 @@ use crate::regime::Regime;
 use crate::run::RunSpec;
 use crate::run_folder::{RunFolder, Slot};
 use crate::scaler::LossScaler;
-use crate::step::{micro_ranges, LossSpec, MicroBatch, PendingLoss, StepBatch, StepRunner};
+use crate::step::{micro_ranges, MicroBatch, PendingLoss, StepBatch, StepRunner};
 use crate::{Error, Result};
 
 mod epoch;
