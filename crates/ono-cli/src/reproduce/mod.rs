@@ -228,16 +228,21 @@ pub fn run(o: Options) -> Result<bool> {
     };
     let ctx = context(&o)?;
     if o.plan_only {
+        set_threads(o.threads);
         return plan_only(&out, profile, &plan, &ctx, o.measure);
     }
     {
-        // One process generates the data; the others wait for it and find it there.
+        // One process generates the data; the others wait for it and find it there. With
+        // libtorch's own thread count, whatever `--threads` says: the generators' sums (NS2d's
+        // unstable flow above all) round by it, and the data must be the same for every call
+        // (they were made by an `ono data` child of its own before).
         let _data = ono_io::lock::FileLock::acquire(
             &ono_io::lock::folder_lock(&data.generated),
             &ono_io::lock::this_process(),
         )?;
         execute::prepare_data(profile, &data, &plan.experiments)?;
     }
+    set_threads(o.threads);
     if !workers.is_empty() {
         jobs::run_workers(&ctx.exe, &worker_args, &workers)?;
     }
@@ -279,6 +284,13 @@ pub fn run(o: Options) -> Result<bool> {
     Ok(!failed)
 }
 
+/// Sets torch's intra-op threads when the call names a number.
+fn set_threads(threads: Option<i32>) {
+    if let Some(n) = threads {
+        tch::set_num_threads(n);
+    }
+}
+
 /// Where the plan reads its data: the published files (the miniatures in a rehearsal), the
 /// neuraloperator set, and what reproduce generates. Absolute: the experiment files live in the
 /// run folders.
@@ -303,13 +315,13 @@ fn data_paths(o: &Options, out: &Path) -> Result<DataPaths> {
     })
 }
 
-/// The call's context: checks the process count and sets torch's threads, finds this binary,
-/// the machine and commit, and the reference loop's script.
+/// The call's context: checks the thread and process counts, finds this binary, the machine
+/// and commit, and the reference loop's script.
 fn context(o: &Options) -> Result<RunContext> {
-    if let Some(n) = o.threads {
-        anyhow::ensure!(n > 0, "--threads must be positive");
-        tch::set_num_threads(n);
-    }
+    anyhow::ensure!(
+        o.threads.is_none_or(|n| n > 0),
+        "--threads must be positive"
+    );
     if o.nproc_per_node == Some(0) {
         anyhow::bail!("--nproc-per-node must be at least 1");
     }
