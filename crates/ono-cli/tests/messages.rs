@@ -7,29 +7,11 @@ mod common;
 use ono_cli::message::{self, Ended, Message};
 use ono_cli::reproduce::plan::{base, Task};
 
-/// `ono bench-step` of a one-layer model at the super-resolution shapes: a second or so.
-fn bench_step(args: &[&str]) -> std::process::Command {
-    let mut c = common::ono();
-    c.args(["bench-step", "--shapes", "super_resolution"])
-        .args([
-            "--batch",
-            "1",
-            "--steps",
-            "1",
-            "--warmup",
-            "0",
-            "--threads",
-            "1",
-        ])
-        .args(args);
-    c
-}
-
 #[test]
 fn results_refusals_and_failures_arrive_typed() {
     let tiny = "n_layers = 1\nn_hidden = 16\nn_head = 2\npsi_dim = 4";
     let said = message::run(
-        bench_step(&["--preset", "darcy", "--overrides", tiny]),
+        common::bench_step_once(&["--preset", "darcy", "--overrides", tiny]),
         |_| {},
     )
     .unwrap();
@@ -91,7 +73,7 @@ fn results_refusals_and_failures_arrive_typed() {
 
     // A bad option is a failure, with its causes.
     let said = message::run(
-        bench_step(&["--preset", "darcy", "--precision", "fp8"]),
+        common::bench_step_once(&["--preset", "darcy", "--precision", "fp8"]),
         |_| {},
     )
     .unwrap();
@@ -106,7 +88,7 @@ fn results_refusals_and_failures_arrive_typed() {
 #[test]
 fn without_the_flag_the_result_is_the_bare_line() {
     let tiny = "n_layers = 1\nn_hidden = 16\nn_head = 2\npsi_dim = 4";
-    let out = bench_step(&["--preset", "darcy", "--overrides", tiny])
+    let out = common::bench_step_once(&["--preset", "darcy", "--overrides", tiny])
         .output()
         .unwrap();
     common::ok(&out);

@@ -13,7 +13,8 @@ use ono_train::Summary;
 use tch::{Device, Kind, Tensor};
 
 use common::{
-    json, mean_field_error, model_and_optimizer, ok, ono, predict_split, temp_dir, train_then_kill,
+    bench_step_once, json, mean_field_error, model_and_optimizer, ok, ono, predict_split, temp_dir,
+    train_then_kill,
 };
 
 /// A smooth-field operator on an s×s grid: y = a blurred, shifted copy of fx plus a product
@@ -482,24 +483,7 @@ fn bench_step_times_each_precision_and_refuses_an_unknown_one() {
     let tiny =
         "n_layers = 1\nn_hidden = 16\nn_head = 2\npsi_dim = 4\nnn_block = \"linear_transformer\"";
     let bench = |precision: &str| {
-        ono()
-            .args([
-                "bench-step",
-                "--preset",
-                "darcy",
-                "--shapes",
-                "super_resolution",
-            ])
-            .args([
-                "--batch",
-                "1",
-                "--steps",
-                "1",
-                "--warmup",
-                "0",
-                "--threads",
-                "1",
-            ])
+        bench_step_once(&["--preset", "darcy"])
             .args(["--overrides", tiny, "--precision", precision])
             .output()
             .unwrap()

@@ -19,6 +19,17 @@ pub fn ono() -> Command {
     c
 }
 
+/// `ono bench-step` timing one step (no warm-up) of batch 1 at the super-resolution shapes
+/// on one thread (a second or so for a tiny model), with `args` after.
+pub fn bench_step_once(args: &[&str]) -> Command {
+    let mut c = ono();
+    c.args(["bench-step", "--shapes", "super_resolution"])
+        .args(["--batch", "1", "--steps", "1", "--warmup", "0"])
+        .args(["--threads", "1"])
+        .args(args);
+    c
+}
+
 /// Asserts the command succeeded (printing its stderr and stdout if not); returns its stderr.
 pub fn ok(out: &Output) -> String {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
