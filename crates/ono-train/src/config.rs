@@ -791,77 +791,112 @@ impl TrainConfig {
     /// The parts of the configuration a resumed run must share with the run it continues
     /// (everything that changes the numbers; not the device, threads or logging).
     pub fn fingerprint(&self) -> Fingerprint {
-        Fingerprint {
-            seed: self.seed,
-            epochs: self.epochs,
-            batch_size: self.batch_size,
-            double: self.double,
-            precision: self.precision,
-            recompute: self.recompute,
-            model: self.model.clone(),
-            data: self.data.clone(),
-            loss: self.loss.clone(),
-            optimizer: self.optimizer.clone(),
-            schedule: self.schedule.clone(),
-        }
+        Fingerprint(TrainConfig {
+            accumulate_steps: one(),
+            device: default_device(),
+            threads: 0,
+            output_dir: PathBuf::new(),
+            checkpoint: CheckpointSection::default(),
+            log: LogSection::default(),
+            ..self.clone()
+        })
     }
 }
 
+/// The keys of a [`TrainConfig`] that say how and where a run goes, not what it computes: a
+/// resumed run may change them, and its [`Fingerprint`] leaves them out. (How many processes
+/// share a step is checked apart, from the checkpoint's micro-batches.)
+const RUN_KEYS: [&str; 6] = [
+    "accumulate_steps",
+    "device",
+    "threads",
+    "output_dir",
+    "checkpoint",
+    "log",
+];
+
 /// The parts of a [`TrainConfig`] that change the numbers: the configuration a checkpoint
-/// stores and a resumed run must match. Its fields and their serialized form are those of
-/// [`TrainConfig`] (the device, threads, output folder, logging and checkpoint policy left
-/// out), so that the checkpoints written when it was the configuration's JSON with those keys
-/// removed read as it; sections added since take their defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Fingerprint {
-    #[serde(default)]
-    pub seed: u64,
-    pub epochs: u64,
-    pub batch_size: i64,
-    #[serde(default)]
-    pub double: bool,
-    #[serde(default, skip_serializing_if = "is_default")]
-    pub precision: Precision,
-    /// Checkpoints written before the recomputation modes hold `false` (none) here.
-    #[serde(default, skip_serializing_if = "is_auto")]
-    pub recompute: Recompute,
-    pub model: ModelSection,
-    pub data: DataSection,
-    #[serde(default)]
-    pub loss: LossSection,
-    #[serde(default)]
-    pub optimizer: OptimizerSection,
-    #[serde(default)]
-    pub schedule: ScheduleSection,
+/// stores and a resumed run must match. It is the configuration itself with the [run
+/// keys](RUN_KEYS) at their defaults (what it dereferences to), and its serialized form is the
+/// configuration's without them, so the checkpoints written when it was a struct of its own
+/// read as it; sections added since take their defaults.
+///
+/// (Not a field of [`TrainConfig`] under `#[serde(flatten)]`: serde then reads the flattened
+/// part from a buffer, and toml's errors in it lose their line and key.)
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fingerprint(TrainConfig);
+
+impl std::ops::Deref for Fingerprint {
+    type Target = TrainConfig;
+
+    fn deref(&self) -> &TrainConfig {
+        &self.0
+    }
 }
 
 impl Fingerprint {
+    /// The serialized form: the configuration's, the run keys left out.
+    fn to_map(&self) -> serde_json::Result<serde_json::Map<String, serde_json::Value>> {
+        let mut map = match serde_json::to_value(&self.0)? {
+            serde_json::Value::Object(map) => map,
+            _ => return Err(serde::ser::Error::custom("a configuration is a table")),
+        };
+        for key in RUN_KEYS {
+            map.remove(key);
+        }
+        Ok(map)
+    }
+
     /// The keys (as in the experiment file) whose values differ from `other`'s. The models are
     /// compared resolved (preset and overrides applied), so two spellings of one model agree.
-    pub fn differing_keys(&self, other: &Self) -> Vec<&'static str> {
+    pub fn differing_keys(&self, other: &Self) -> Vec<String> {
+        let (Ok(a), Ok(b)) = (self.to_map(), other.to_map()) else {
+            return vec!["(configuration)".into()];
+        };
         let same_model = match (self.model.config(), other.model.config()) {
             (Ok(a), Ok(b)) => a == b,
             _ => self.model == other.model,
         };
-        let same = [
-            ("seed", self.seed == other.seed),
-            ("epochs", self.epochs == other.epochs),
-            ("batch_size", self.batch_size == other.batch_size),
-            ("double", self.double == other.double),
-            ("precision", self.precision == other.precision),
-            ("recompute", self.recompute == other.recompute),
-            ("model", same_model),
-            ("data", self.data == other.data),
-            ("loss", self.loss == other.loss),
-            ("optimizer", self.optimizer == other.optimizer),
-            ("schedule", self.schedule == other.schedule),
-        ];
-        same.iter().filter(|(_, s)| !s).map(|(k, _)| *k).collect()
+        let mut keys: Vec<String> = a
+            .keys()
+            .chain(b.keys().filter(|k| !a.contains_key(*k)))
+            .cloned()
+            .collect();
+        keys.retain(|k| match k.as_str() {
+            "model" => !same_model,
+            _ => a.get(k) != b.get(k),
+        });
+        keys
     }
 
     /// Whether `other` is the same experiment: no [differing key](Self::differing_keys).
     pub fn same_experiment(&self, other: &Self) -> bool {
         self.differing_keys(other).is_empty()
+    }
+}
+
+impl Serialize for Fingerprint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.to_map()
+            .map_err(serde::ser::Error::custom)?
+            .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let mut map = serde_json::Map::deserialize(d)?;
+        for key in RUN_KEYS {
+            map.remove(key);
+        }
+        // The one run key without a default; `fingerprint()` sets the same.
+        map.insert(
+            "output_dir".into(),
+            serde_json::Value::String(String::new()),
+        );
+        serde_json::from_value(serde_json::Value::Object(map))
+            .map(Self)
+            .map_err(serde::de::Error::custom)
     }
 }
 

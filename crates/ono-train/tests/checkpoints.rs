@@ -111,7 +111,7 @@ fn todays_checkpoint_loads_typed_matches_its_experiment_and_evaluates_the_same()
     other.optimizer.lr *= 2.0;
     assert_eq!(
         st.config.differing_keys(&other.fingerprint()),
-        ["seed", "optimizer"]
+        ["optimizer", "seed"]
     );
     // The positions' normalizer, saved as `norm.pos.*`, comes back as fitted.
     assert_eq!(st.normalizers.pos, NormalizerKind::Unit);
