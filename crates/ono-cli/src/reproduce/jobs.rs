@@ -204,20 +204,26 @@ pub fn cost(e: &Experiment) -> f64 {
     let d = &config.data;
     let default = d.benchmark.map_or(1000, |b| b.default_split(d.layout).0);
     let samples = d.ntrain.map_or(default, |n| n as usize) as f64;
-    let side = |full: f64, r: Option<usize>| ((full - 1.0) / r.unwrap_or(1) as f64).floor() + 1.0;
-    use ono_data::benchmarks::Benchmark as B;
-    let points = match d.benchmark {
-        Some(B::Darcy | B::DarcyInverse) => side(421.0, d.r.or(Some(5))).powi(2),
-        Some(B::Ns2d) => side(64.0, d.r).powi(2) * 10.0,
-        Some(B::Airfoil) => 221.0 * 51.0,
-        Some(B::Pipe) => 129.0 * 129.0,
-        Some(B::Plasticity) => 101.0 * 31.0 * 20.0,
-        Some(B::Elasticity) => 972.0,
-        Some(B::ElasticityGrid) => 41.0 * 41.0,
-        Some(B::NeuralopDarcy) => 256.0,
-        Some(B::Burgers | B::NeuralopBurgers) => side(8192.0, d.r.or(Some(8))),
-        None => 1000.0,
+    let Some(benchmark) = d.benchmark else {
+        return config.epochs as f64 * samples * 1000.0;
     };
+    use ono_data::benchmarks::Benchmark as B;
+    // The stride the loader subsamples each axis by, when the benchmark subsamples.
+    let stride = match benchmark {
+        B::Darcy | B::DarcyInverse => d.r.unwrap_or(5),
+        B::Ns2d => d.r.unwrap_or(1),
+        B::Burgers => d.r.unwrap_or(8),
+        _ => 1,
+    };
+    let extent = benchmark.published_extent();
+    let side = |full: usize| ((full as f64 - 1.0) / stride as f64).floor() + 1.0;
+    let grid: f64 = extent.grid.iter().map(|&n| side(n)).product();
+    // NS2d predicts the 10 steps after its 10 inputs; Plasticity every step.
+    let steps = match benchmark {
+        B::Ns2d => extent.time_steps as f64 / 2.0,
+        _ => extent.time_steps as f64,
+    };
+    let points = grid * steps;
     config.epochs as f64 * samples * points
 }
 

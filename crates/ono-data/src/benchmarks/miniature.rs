@@ -147,16 +147,31 @@ const REHEARSAL: Sizes = Sizes {
     plasticity: (6, 101, 31, 10),
 };
 
-/// The published files' sizes with `samples` samples per file: the shapes of the paper's runs
-/// (`ono reproduce --plan-only --measure` times steps on them).
-const fn published(samples: usize) -> Sizes {
+/// The published files' sizes ([`Benchmark::published_extent`]) with `samples` samples per
+/// file: the shapes of the paper's runs (`ono reproduce --plan-only --measure` times steps on
+/// them).
+fn published(samples: usize) -> Sizes {
+    let extent = |b: Benchmark| b.published_extent();
+    let (darcy, ns2d, airfoil, pipe, elasticity, plasticity) = (
+        extent(Benchmark::Darcy),
+        extent(Benchmark::Ns2d),
+        extent(Benchmark::Airfoil),
+        extent(Benchmark::Pipe),
+        extent(Benchmark::Elasticity),
+        extent(Benchmark::Plasticity),
+    );
     Sizes {
-        darcy: (samples, 421),
-        ns2d: (samples, 64, 20),
-        airfoil: (samples, 221, 51),
-        pipe: (samples, 129, 129),
-        elasticity: (samples, 972),
-        plasticity: (samples, 101, 31, 20),
+        darcy: (samples, darcy.grid[0]),
+        ns2d: (samples, ns2d.grid[0], ns2d.time_steps),
+        airfoil: (samples, airfoil.grid[0], airfoil.grid[1]),
+        pipe: (samples, pipe.grid[0], pipe.grid[1]),
+        elasticity: (samples, elasticity.grid[0]),
+        plasticity: (
+            samples,
+            plasticity.grid[0],
+            plasticity.grid[1],
+            plasticity.time_steps,
+        ),
     }
 }
 
@@ -361,5 +376,21 @@ fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes, mat: MatVersion) -> 
             mat.write(&dir.join("plas_N987_T20.mat"), &[input, output], true)?;
             Ok(m(10, 6, 3))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder of published-size files is stamped with this label and reused only when it
+    /// matches, so the sizes must not move: these are the published files' shapes.
+    #[test]
+    fn published_sizes_are_the_published_files_shapes() {
+        assert_eq!(
+            sizes_label(false, 2),
+            "Sizes { darcy: (2, 421), ns2d: (2, 64, 20), airfoil: (2, 221, 51), \
+             pipe: (2, 129, 129), elasticity: (2, 972), plasticity: (2, 101, 31, 20) }"
+        );
     }
 }

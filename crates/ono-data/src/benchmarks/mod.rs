@@ -161,6 +161,53 @@ impl Benchmark {
     }
 }
 
+/// One sample's extent in a benchmark's published files: what the paper's runs read before
+/// any subsampling. The one statement of the published shapes: [`miniature::write_published`]
+/// writes them and the plan's cost estimate counts their points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// The grid's sides (Elasticity: its points; the Burgers sets: their stored x grid).
+    pub grid: &'static [usize],
+    /// Time steps stored per sample (1 without time).
+    pub time_steps: usize,
+}
+
+impl Extent {
+    const fn steady(grid: &'static [usize]) -> Self {
+        Self {
+            grid,
+            time_steps: 1,
+        }
+    }
+}
+
+impl Benchmark {
+    /// One sample's [`Extent`] in the published files.
+    pub fn published_extent(self) -> Extent {
+        match self {
+            Benchmark::Darcy | Benchmark::DarcyInverse => Extent::steady(&[421, 421]),
+            Benchmark::Ns2d => Extent {
+                grid: &[64, 64],
+                time_steps: 20,
+            },
+            Benchmark::Burgers => Extent::steady(&[8192]),
+            Benchmark::Airfoil => Extent::steady(&[221, 51]),
+            Benchmark::Pipe => Extent::steady(&[129, 129]),
+            Benchmark::Elasticity => Extent::steady(&[972]),
+            Benchmark::ElasticityGrid => Extent::steady(&[41, 41]),
+            Benchmark::Plasticity => Extent {
+                grid: &[101, 31],
+                time_steps: 20,
+            },
+            Benchmark::NeuralopDarcy => Extent::steady(&[16, 16]),
+            Benchmark::NeuralopBurgers => Extent {
+                grid: &[16],
+                time_steps: 17,
+            },
+        }
+    }
+}
+
 impl FromStr for Benchmark {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
