@@ -286,14 +286,6 @@ impl Normalizer {
         prefix: &str,
         tensors: &BTreeMap<String, Tensor>,
     ) -> Result<Self> {
-        // Identity normalizers were not always saved (older checkpoints predate some fields).
-        if kind == NormalizerKind::None && !tensors.contains_key(&format!("{prefix}mean")) {
-            return Ok(Self {
-                kind,
-                mean: Tensor::f_zeros([1], (Kind::Float, tch::Device::Cpu))?,
-                std: Tensor::f_ones([1], (Kind::Float, tch::Device::Cpu))?,
-            });
-        }
         let get = |k: &str| {
             tensors
                 .get(&format!("{prefix}{k}"))

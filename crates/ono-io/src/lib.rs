@@ -1,4 +1,5 @@
 //! Files, one of each: the one atomic writer ([`atomic`]), the one lock ([`lock`]), the one
+//! story of format versions and migrations ([`format`]), the one
 //! safetensors writer ([`safetensors`]) and the one reader of `torch.save` archives
 //! ([`torch_save`]) with its pickle machine ([`pickle`]). Every crate that writes or reads these
 //! files goes through here, so durability and the hardening against hostile input are written
@@ -8,6 +9,7 @@
 
 pub mod atomic;
 mod error;
+pub mod format;
 pub mod lock;
 pub mod pickle;
 pub mod safetensors;

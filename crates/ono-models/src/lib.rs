@@ -41,7 +41,7 @@ pub use operator::{
 };
 pub use pointwise::{PointwiseMlp, PointwiseMlpConfig};
 pub use recompute::Recompute;
-pub use registry::{ModelConfig, ARCHS};
+pub use registry::{ModelConfig, ARCHS, DEFAULT_ARCH};
 
 /// Number of trainable scalars in a `VarStore` (buffers excluded), as PyTorch's
 /// `sum(p.numel() for p in model.parameters())`.

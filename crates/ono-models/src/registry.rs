@@ -4,8 +4,8 @@
 //! implementing [`ArchConfig`] (`arch.rs`; see docs/architecture.md, "Adding a model").
 //!
 //! [`ModelConfig`] is serialized as the architecture's own configuration with an `arch` field
-//! (`{"arch": "ono", "n_layers": 8, …}`); a configuration without `arch` is ONO's, so model
-//! files and checkpoints written before the registry existed still load.
+//! (`{"arch": "ono", "n_layers": 8, …}`); a configuration without `arch` is ONO's, as in an
+//! experiment file's model section.
 
 use serde::{Deserialize, Serialize};
 use tch::nn::Path;

@@ -275,7 +275,7 @@ pub struct NsConfig {
     pub nu: f64,
     /// Time step Δt.
     pub dt: f64,
-    /// The time integrator (configs written before it existed used `ns_2d.py`'s scheme).
+    /// The time integrator (default: `ns_2d.py`'s scheme, the published data's).
     pub scheme: TimeScheme,
     /// Final time T; must be a whole number of snapshot intervals.
     pub t_final: f64,

@@ -12,13 +12,18 @@ use ono_models::ModelConfig;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
+use ono_io::format::FileFormat;
+
 use crate::adamw::AdamWState;
 use crate::config::Fingerprint;
 use crate::normalizers::{NormalizerKinds, Normalizers};
 use crate::{Error, Result};
 
-/// The `format` metadata value of a checkpoint.
-pub const FORMAT: &str = "ono-train-checkpoint-v1";
+/// The format of a checkpoint (its `format` metadata) and its current version.
+pub const FORMAT: FileFormat = FileFormat {
+    name: "ono-train-checkpoint",
+    current: 2,
+};
 
 /// One epoch's record (also a line of `metrics.jsonl`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -61,8 +66,7 @@ pub struct TrainState {
     pub history: Vec<EpochRecord>,
     /// The configuration's fingerprint ([`crate::config::TrainConfig::fingerprint`]).
     pub config: Fingerprint,
-    /// The model configuration (with its `arch`; checkpoints written before the registry hold
-    /// an ONO configuration without one, which reads as ONO).
+    /// The model configuration, with its `arch`.
     pub model: ModelConfig,
     /// The grid shape of the training data, when its points were a grid.
     #[serde(default)]
@@ -79,8 +83,7 @@ pub struct TrainState {
     /// The optimizer's host-side state.
     pub optimizer: AdamWState,
     /// Micro-batches per optimizer step, over all processes (`accumulate_steps` × world size):
-    /// what a resumed run must keep to continue exactly. 1 in checkpoints written before there
-    /// were micro-batches, which had one.
+    /// what a resumed run must keep to continue exactly. Left out when 1.
     #[serde(default = "one_micro_batch", skip_serializing_if = "is_one")]
     pub micro_batches: u64,
 }
@@ -116,7 +119,7 @@ impl Checkpoint {
         }
         let json = serde_json::to_string(&self.state).map_err(|e| fail(e.to_string()))?;
         let meta = HashMap::from([
-            ("format".to_string(), FORMAT.to_string()),
+            ("format".to_string(), FORMAT.tag()),
             ("state".to_string(), json),
         ]);
         let file = |p: &Path, e: Error| Error::CheckpointFile {
@@ -142,18 +145,18 @@ impl Checkpoint {
             path: path.to_path_buf(),
             source: Box::new(e.into()),
         })?;
-        state_of(path, &meta)
+        state_of(path, &meta, None)
     }
 
     /// Reads a checkpoint written by [`Checkpoint::save`]; a truncated file is an
     /// [`Error::CheckpointFile`], a foreign one an [`Error::Checkpoint`].
     pub fn load(path: &Path) -> Result<Self> {
-        let (tensors, meta) =
+        let (mut tensors, meta) =
             ono_nn::weights::read_safetensors(path).map_err(|e| Error::CheckpointFile {
                 path: path.to_path_buf(),
                 source: Box::new(e.into()),
             })?;
-        let state = state_of(path, &meta)?;
+        let state = state_of(path, &meta, Some(&mut tensors))?;
         Ok(Self { tensors, state })
     }
 
@@ -180,21 +183,55 @@ pub fn sidecar(path: &Path) -> PathBuf {
     path.with_extension("json")
 }
 
-/// The run state in a checkpoint's metadata, after checking its format.
-fn state_of(path: &Path, meta: &HashMap<String, String>) -> Result<TrainState> {
+/// The run state in a checkpoint's metadata, after checking its format and bringing an older
+/// layout to the current one ([`migrate`]). `tensors`, when the tensors are read, are migrated
+/// with it.
+fn state_of(
+    path: &Path,
+    meta: &HashMap<String, String>,
+    tensors: Option<&mut BTreeMap<String, Tensor>>,
+) -> Result<TrainState> {
     let fail = |msg: String| Error::Checkpoint {
         path: path.to_path_buf(),
         msg,
     };
-    if meta.get("format").map(String::as_str) != Some(FORMAT) {
-        return Err(fail(format!(
-            "not an ono training checkpoint (format {:?}, expected {FORMAT})",
-            meta.get("format")
-        )));
+    let version = FORMAT
+        .version(meta.get("format").map(String::as_str))
+        .map_err(|e| fail(format!("not an ono training checkpoint: {e}")))?;
+    let text = meta
+        .get("state")
+        .ok_or_else(|| fail("no run state in the metadata".into()))?;
+    let mut state: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| fail(format!("unreadable run state: {e}")))?;
+    migrate(&mut state, tensors, version).map_err(|e| fail(format!("run state: {e}")))?;
+    serde_json::from_value(state).map_err(|e| fail(format!("unreadable run state: {e}")))
+}
+
+/// Brings the run state (and, when read, the tensors) of a checkpoint of format version `from`
+/// to the current layout: the history of the format, one step per version.
+pub fn migrate(
+    state: &mut serde_json::Value,
+    tensors: Option<&mut BTreeMap<String, Tensor>>,
+    from: u32,
+) -> std::result::Result<(), String> {
+    let state = state.as_object_mut().ok_or("not a table")?;
+    if from < 2 {
+        // v1: up to 2026-11.
+        // Before the registry, ONO was the one architecture and its configuration had no
+        // `arch`.
+        if let Some(model) = state.get_mut("model").and_then(|m| m.as_object_mut()) {
+            if !model.contains_key("arch") {
+                model.insert("arch".into(), ono_models::DEFAULT_ARCH.into());
+            }
+        }
+        // Before the positions' and θ's normalizers, and while identities were not saved,
+        // an identity normalizer had no tensors: they are zero mean and unit spread.
+        if let Some(tensors) = tensors {
+            let kinds: NormalizerKinds = serde_json::from_value(state.clone().into())
+                .map_err(|e| format!("normalizers: {e}"))?;
+            Normalizers::add_missing_identities(kinds, tensors)
+                .map_err(|e| format!("normalizers: {e}"))?;
+        }
     }
-    serde_json::from_str(
-        meta.get("state")
-            .ok_or_else(|| fail("no run state in the metadata".into()))?,
-    )
-    .map_err(|e| fail(format!("unreadable run state: {e}")))
+    Ok(())
 }

@@ -46,12 +46,11 @@ pub struct TrainConfig {
     pub double: bool,
     /// The kind of the matrix products: `f32` (the parameters' own), `bf16` or `f16` (mixed
     /// precision: float32 parameters, gradients and optimizer state; `f16` adds dynamic loss
-    /// scaling). Left out of the serialized form when `f32`, so earlier configurations read and
-    /// compare unchanged.
+    /// scaling). Left out of the serialized form when `f32`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub precision: Precision,
     /// How activations are kept for the backward pass (`"auto"`, `"none"`, `"blocks"`,
-    /// `"selective"`; `true`/`false` as in earlier files mean blocks/none). Modes other than
+    /// `"selective"`; `true`/`false` mean blocks/none). Modes other than
     /// none and auto need the steady regime; auto is plain in the other regimes.
     #[serde(default, skip_serializing_if = "is_auto")]
     pub recompute: Recompute,
@@ -86,8 +85,9 @@ fn default_device() -> String {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
-    /// The architecture (`ono`, `mlp`, …; see `ono_models::ARCHS`). ONO when absent, so every
-    /// experiment file written before there were several stays valid (and keeps its fingerprint).
+    /// The architecture (`ono`, `mlp`, …; see `ono_models::ARCHS`). ONO when absent, and then
+    /// left out of the serialized form (an added key's default keeps a file's meaning:
+    /// `ono_io::format`).
     #[serde(default = "default_arch", skip_serializing_if = "is_default_arch")]
     pub arch: String,
     /// One of the architecture's presets (ONO: `darcy`, `ns2d`, `elasticity`, ...; mlp: `default`,

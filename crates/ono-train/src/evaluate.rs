@@ -155,8 +155,7 @@ pub struct Evaluation {
     pub data: String,
     /// Test samples.
     pub samples: i64,
-    /// The grid of the evaluated targets (at the evaluated stride), when they are on one
-    /// (absent from the lines of releases before it was reported).
+    /// The grid of the evaluated targets (at the evaluated stride), when they are on one.
     #[serde(default)]
     pub grid: Option<Vec<i64>>,
     /// Mean relative L2 over the test samples (over every time step of a time series).

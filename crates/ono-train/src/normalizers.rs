@@ -12,8 +12,7 @@ use tch::Tensor;
 use crate::Result;
 
 /// Which statistics each normalizer keeps. Serialized (in the run state of a checkpoint) under
-/// the keys the state has always used; the positions' and θ's are left out when plain, as in
-/// the checkpoints written before they existed.
+/// the keys the state has always used; the positions' and θ's are left out when plain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NormalizerKinds {
     /// The input functions at the points.
@@ -106,8 +105,7 @@ impl Normalizers {
         out
     }
 
-    /// Rebuilds the normalizers saved by [`Normalizers::tensors`] (identity normalizers that
-    /// older checkpoints did not save come back as identities).
+    /// Rebuilds the normalizers saved by [`Normalizers::tensors`].
     pub fn from_tensors(
         kinds: NormalizerKinds,
         tensors: &BTreeMap<String, Tensor>,
@@ -120,6 +118,29 @@ impl Normalizers {
             theta: load(kinds.theta, Self::THETA)?,
         })
     }
+
+    /// Adds the statistics of an identity normalizer (zero mean, unit spread) where `tensors`
+    /// have none: how a checkpoint of format v1 that did not save them is migrated
+    /// ([`crate::checkpoint::migrate`]).
+    pub(crate) fn add_missing_identities(
+        kinds: NormalizerKinds,
+        tensors: &mut BTreeMap<String, Tensor>,
+    ) -> Result<()> {
+        for (kind, prefix) in [
+            (kinds.x, Self::X),
+            (kinds.y, Self::Y),
+            (kinds.pos, Self::POS),
+            (kinds.theta, Self::THETA),
+        ] {
+            let mean = format!("{prefix}mean");
+            if kind == NormalizerKind::None && !tensors.contains_key(&mean) {
+                let opts = (tch::Kind::Float, tch::Device::Cpu);
+                tensors.insert(mean, Tensor::f_zeros([1], opts)?);
+                tensors.insert(format!("{prefix}std"), Tensor::f_ones([1], opts)?);
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -127,8 +148,8 @@ mod tests {
     use super::*;
     use tch::{Device, Kind};
 
-    /// Saved and restored, every normalizer encodes as before; identities that were never
-    /// saved restore as identities.
+    /// Saved and restored, every normalizer encodes as before; identities that a v1
+    /// checkpoint never saved are migrated to identities.
     #[test]
     fn tensors_round_trip() {
         let opts = (Kind::Double, Device::Cpu);
@@ -181,10 +202,13 @@ mod tests {
             y: NormalizerKind::Gaussian,
             ..Default::default()
         };
-        let only_xy: BTreeMap<String, Tensor> = saved
+        let mut only_xy: BTreeMap<String, Tensor> = saved
             .into_iter()
             .filter(|(k, _)| k.starts_with("norm.x.") || k.starts_with("norm.y."))
             .collect();
+        assert!(Normalizers::from_tensors(plain, &only_xy).is_err());
+        Normalizers::add_missing_identities(plain, &mut only_xy).unwrap();
+        assert_eq!(only_xy.len(), 8);
         let old = Normalizers::from_tensors(plain, &only_xy).unwrap();
         assert!(old.pos.encode(&t).unwrap().equal(&t));
     }

@@ -167,3 +167,40 @@ fn a_bad_configuration_is_refused_once_by_key() {
         (&2.into(), &1.into(), &1.into())
     );
 }
+
+/// A checkpoint's format version: v1 files are migrated (the two above), the current one is
+/// written, and a later one (or another kind of file) is refused by name, header and tensors
+/// alike.
+#[test]
+fn format_versions_are_written_migrated_and_refused_by_name() {
+    ono_testing::init();
+    let dir = std::env::temp_dir().join(format!("ono-ckpt-format-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = fixtures().join("checkpoint_d099a84/mid.safetensors");
+    let (tensors, meta) = ono_nn::weights::read_safetensors(&src).unwrap();
+    assert_eq!(meta["format"], "ono-train-checkpoint-v1");
+    let ckpt = Checkpoint::load(&src).unwrap();
+    let today = dir.join("today.safetensors");
+    ckpt.save(&today).unwrap();
+    let (_, written) = ono_nn::weights::read_safetensors(&today).unwrap();
+    assert_eq!(written["format"], "ono-train-checkpoint-v2");
+    assert_eq!(Checkpoint::read_state(&today).unwrap(), ckpt.state);
+    for (tag, says) in [
+        ("ono-train-checkpoint-v3", "later ono"),
+        ("ono-model-v2", "not ono-train-checkpoint"),
+    ] {
+        let mut m = meta.clone();
+        m.insert("format".into(), tag.into());
+        let path = dir.join("other.safetensors");
+        ono_nn::weights::save_safetensors(&path, tensors.iter().map(|(k, v)| (k.as_str(), v)), m)
+            .unwrap();
+        for e in [
+            Checkpoint::read_state(&path).unwrap_err(),
+            Checkpoint::load(&path).err().unwrap(),
+        ] {
+            let e = e.to_string();
+            assert!(e.contains(says) && e.contains(tag), "{tag}: {e}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
