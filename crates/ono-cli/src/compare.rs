@@ -117,6 +117,10 @@ pub struct Comparison {
     pub entries: Vec<Entry>,
 }
 
+impl Record for Comparison {
+    const FILE: RecordFile = RecordFile::Summary;
+}
+
 /// A model's timed batches and the micro-batching they were timed with (its bench record).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timed {
@@ -267,7 +271,7 @@ pub fn run(o: Options) -> Result<bool> {
         local_mean_field: facts.local_mean_field,
         entries,
     };
-    execute::write_json(&out.join("summary.json"), &summary)?;
+    RunFolder::new(&out).write(&summary)?;
     let mut md = report(&summary, &out);
     match plot(&out, &summary.entries) {
         Ok(Some(png)) => md.push_str(&format!(

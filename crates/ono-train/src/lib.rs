@@ -1,15 +1,23 @@
 //! Training, evaluation and checkpoints for any architecture of ono-models: losses, AdamW,
 //! OneCycle, gradient clipping and the training loop of the ONO paper.
 //!
-//! A run, by job: `config.rs` (the experiment file), `data_source.rs` + `recipe.rs` (the data and
-//! the reference's settings for it), `run.rs` (the experiment resolved and checked, once: what
-//! the trainer consumes), `normalizers.rs` (the run's normalizers as one object), `trainer.rs`
-//! (setup and the epoch loop), `regime.rs` (how
-//! samples are fed: steady, autoregressive, per time step — the one place a regime is dispatched
-//! on), `step.rs` (one optimizer step), `decoder.rs` (a model with its output normalizer), `evaluate.rs`, `checkpoint.rs`, `run_folder.rs` (the files
-//! of a run), `observer.rs` (what a run hands out after every epoch: the data of its figures, which
-//! the `ono` binary draws with ono-plot; this crate draws nothing), `predictor.rs` (a trained model
-//! ready to predict), `bench_step.rs`, `scaler.rs` (float16's dynamic loss scaling).
+//! A run, by job:
+//! - what to run: `config.rs` (the experiment file, and its [`config::Fingerprint`]),
+//!   `data_source.rs` + `recipe.rs` (the data and the reference's settings for it), `run.rs` (the
+//!   experiment resolved and checked, once: what the trainer consumes);
+//! - training: `trainer/` (`setup.rs`: resume, build, rank agreement; `epoch.rs`: the train
+//!   epoch and the end of an epoch), `regime.rs` (how samples are fed: steady, autoregressive,
+//!   per time step; the one place a regime is dispatched on), `loss.rs` (the loss and what it is
+//!   taken on), `step.rs` (one optimizer step over its micro-batches), `adamw.rs`,
+//!   `one_cycle.rs`, `clip.rs`, `scaler.rs` (float16's dynamic loss scaling), `parallel.rs`
+//!   (what the processes of a data-parallel run exchange), `normalizers.rs` (the run's
+//!   normalizers as one object), `decoder.rs` (a model with its output normalizer);
+//! - after training: `evaluate.rs`, `predictor.rs` (a trained model ready to predict);
+//! - files: `checkpoint.rs` (versioned, with its migration), `run_folder.rs` (every file of a
+//!   run), `handoff.rs` (the folder the reference loop reads), `observer.rs` (what a run hands
+//!   out after every epoch: the data of its figures, which the `ono` binary draws with ono-plot;
+//!   this crate draws nothing);
+//! - timing: `bench_step.rs`, `bench_train.rs`, `progress.rs`.
 
 pub mod adamw;
 pub mod bench_step;

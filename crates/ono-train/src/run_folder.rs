@@ -24,6 +24,8 @@
 //! result.json            a finished experiment's outcome (reproduce, compare)
 //! wall.json              the time unfinished attempts spent
 //! bench.json budget.json compare's timing and the epochs it granted
+//! summary.json           in a results folder (reproduce's and compare's output folder): the
+//!                        call's results; reproduce's budget.json there is the plan's budget
 //! timing/                compare's timed batches, a run folder of its own
 //! measure.toml measure/  reproduce's budget measurement and its run
 //! reference/             the hand-off to the reference loop (`handoff`)
@@ -65,8 +67,11 @@ pub enum RecordFile {
     Wall,
     /// A model's timed batches before training (compare).
     Bench,
-    /// The epochs a run was granted (compare).
+    /// The epochs a run was granted (compare); in a results folder, the plan's budget
+    /// (reproduce).
     Budget,
+    /// A results folder's results (reproduce's tables, compare's comparison).
+    Summary,
 }
 
 impl RecordFile {
@@ -76,6 +81,7 @@ impl RecordFile {
             RecordFile::Wall => "wall.json",
             RecordFile::Bench => "bench.json",
             RecordFile::Budget => "budget.json",
+            RecordFile::Summary => "summary.json",
         }
     }
 }
@@ -86,7 +92,8 @@ pub trait Record: Serialize + DeserializeOwned {
     const FILE: RecordFile;
 }
 
-/// A run's folder (its `output_dir`). Cheap to make: nothing is touched until asked.
+/// A run's folder (its `output_dir`), or a results folder, which holds records only. Cheap to
+/// make: nothing is touched until asked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunFolder {
     dir: PathBuf,

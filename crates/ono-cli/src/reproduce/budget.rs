@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use ono_data::benchmarks::{miniature, Benchmark};
 use ono_train::config::TrainConfig;
+use ono_train::run_folder::{Record, RecordFile, RunFolder};
 
 use crate::message::{self, Ended, Message};
 
@@ -46,6 +47,10 @@ pub struct Budget {
     pub experiments: Vec<Row>,
     /// The sum of the measured experiments' hours.
     pub total_hours: f64,
+}
+
+impl Record for Budget {
+    const FILE: RecordFile = RecordFile::Budget;
 }
 
 /// Which memory the peak is.
@@ -156,9 +161,8 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &RunContext) -> Result<Budget> {
     };
     // What an earlier call measured on this device and machine: an experiment whose measured
     // file is unchanged keeps its row (a call that stopped part-way goes on where it stopped).
-    let earlier: Vec<Row> = std::fs::read_to_string(out.join("budget.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Budget>(&t).ok())
+    let earlier: Vec<Row> = RunFolder::new(out)
+        .read::<Budget>()
         .filter(|b| b.device == ctx.device && b.machine == ctx.machine && b.threads == ctx.threads)
         .map(|b| b.experiments)
         .unwrap_or_default();
@@ -446,9 +450,8 @@ fn fits(mb: f64) -> String {
 /// The hours of the experiments measured in `out`'s `budget.json`, by id (none without one):
 /// the workers of `--jobs` and `--devices` start the longest first.
 pub fn measured_hours(out: &Path) -> std::collections::HashMap<String, f64> {
-    std::fs::read_to_string(out.join("budget.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<Budget>(&t).ok())
+    RunFolder::new(out)
+        .read::<Budget>()
         .map(|b| {
             b.experiments
                 .into_iter()
@@ -463,10 +466,7 @@ pub fn measured_hours(out: &Path) -> std::collections::HashMap<String, f64> {
 
 /// Writes `budget.json` and `budget.md` into `out`.
 pub fn write(out: &Path, b: &Budget) -> Result<()> {
-    ono_io::atomic::write_atomic(
-        &out.join("budget.json"),
-        serde_json::to_string_pretty(b)?.as_bytes(),
-    )?;
+    RunFolder::new(out).write(b)?;
     ono_io::atomic::write_atomic(&out.join("budget.md"), markdown(b).as_bytes())?;
     Ok(())
 }

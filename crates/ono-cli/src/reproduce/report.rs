@@ -9,9 +9,10 @@ use std::path::Path;
 
 use anyhow::Result;
 use ono_plot::{grouped_bars, line_chart, ChartSeries};
+use ono_train::run_folder::{Record, RecordFile, RunFolder};
 use serde::{Deserialize, Serialize};
 
-use super::execute::{self, write_json, Outcome, Status};
+use super::execute::{self, Outcome, Status};
 use super::findings::{self, Finding};
 use super::plan::{self, Cell, Measure, PaperOnly, Plan, Profile, Source, Work, SEEN_STEPS};
 use super::values::{err, num, Readings, SeedValue, Shown};
@@ -31,6 +32,10 @@ pub struct Results {
     pub findings: Vec<Finding>,
     pub cells: Vec<CellOut>,
     pub experiments: Vec<Outcome>,
+}
+
+impl Record for Results {
+    const FILE: RecordFile = RecordFile::Summary;
 }
 
 /// A cell with its value.
@@ -204,20 +209,17 @@ pub fn write(
     md.push_str(&reference_section(plan, &readings));
     md.push_str(&experiments(plan, &readings, outcomes));
     ono_io::atomic::write_atomic(&out.join("report.md"), md.as_bytes())?;
-    write_json(
-        &out.join("summary.json"),
-        &Results {
-            profile: profile.name().to_owned(),
-            machine: ctx.machine.clone(),
-            device: ctx.device.clone(),
-            commit: ctx.commit.clone(),
-            written: super::utc_now(),
-            wall_s: wall,
-            findings: found,
-            cells: cells_out,
-            experiments: outcomes.to_vec(),
-        },
-    )?;
+    RunFolder::new(out).write(&Results {
+        profile: profile.name().to_owned(),
+        machine: ctx.machine.clone(),
+        device: ctx.device.clone(),
+        commit: ctx.commit.clone(),
+        written: super::utc_now(),
+        wall_s: wall,
+        findings: found,
+        cells: cells_out,
+        experiments: outcomes.to_vec(),
+    })?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 use tch::nn::Path;
 use tch::Tensor;
 
-use super::{check_input, check_masked_input, merge_heads, split_heads, AttentionConfig};
+use super::{check_cross_input, merge_heads, split_heads, AttentionConfig};
 use crate::linear::{Linear, LinearConfig};
 use crate::Result;
 
@@ -61,9 +61,12 @@ impl LinearTransformerAttention {
         context: &Tensor,
         context_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
-        check_input("LinearTransformerAttention", x, self.dim)?;
-        check_masked_input(
-            "LinearTransformerAttention (context)",
+        check_cross_input(
+            (
+                "LinearTransformerAttention",
+                "LinearTransformerAttention (context)",
+            ),
+            x,
             context,
             self.dim,
             context_mask,

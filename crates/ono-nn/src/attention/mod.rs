@@ -225,6 +225,19 @@ pub(crate) fn check_masked_input(
     Ok(())
 }
 
+/// Checks a cross form's queries `x` (B, M, dim) and its `context` (B, N, dim) with the
+/// context's padding mask; `op` names the layer in errors, `context_op` its context.
+pub(crate) fn check_cross_input(
+    (op, context_op): (&'static str, &'static str),
+    x: &Tensor,
+    context: &Tensor,
+    dim: i64,
+    context_mask: Option<&Tensor>,
+) -> Result<()> {
+    check_input(op, x, dim)?;
+    check_masked_input(context_op, context, dim, context_mask)
+}
+
 /// q from `x` and k, v from `context` through one fused `to_qkv` weight (rows [q; k; v]), in the
 /// compute kind as [`crate::Linear`].
 pub(crate) fn qkv_heads_cross(

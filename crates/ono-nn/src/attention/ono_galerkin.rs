@@ -4,7 +4,7 @@ use tch::nn::Path;
 use tch::Tensor;
 
 use super::{
-    check_input, check_masked_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig,
+    check_cross_input, check_masked_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig,
 };
 use crate::linear::{Linear, LinearConfig};
 use crate::norm::LayerNorm;
@@ -65,9 +65,9 @@ impl OnoGalerkinAttention {
         context: &Tensor,
         context_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
-        check_input("OnoGalerkinAttention", x, self.dim)?;
-        check_masked_input(
-            "OnoGalerkinAttention (context)",
+        check_cross_input(
+            ("OnoGalerkinAttention", "OnoGalerkinAttention (context)"),
+            x,
             context,
             self.dim,
             context_mask,

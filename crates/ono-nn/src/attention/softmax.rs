@@ -5,7 +5,7 @@ use tch::nn::Path;
 use tch::Tensor;
 
 use super::{
-    check_input, check_masked_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig,
+    check_cross_input, check_masked_input, merge_heads, qkv_heads, qkv_heads_cross, AttentionConfig,
 };
 use crate::linear::{Linear, LinearConfig};
 use crate::Result;
@@ -53,9 +53,9 @@ impl SoftmaxAttention {
         context: &Tensor,
         context_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
-        check_input("SoftmaxAttention", x, self.dim)?;
-        check_masked_input(
-            "SoftmaxAttention (context)",
+        check_cross_input(
+            ("SoftmaxAttention", "SoftmaxAttention (context)"),
+            x,
             context,
             self.dim,
             context_mask,
