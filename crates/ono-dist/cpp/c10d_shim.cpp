@@ -1,5 +1,6 @@
 // The C side of ono-dist: torch's own c10d (TCPStore, PrefixStore, ProcessGroupGloo and, when
-// built with ONO_NCCL, ProcessGroupNCCL) behind five extern "C" functions.
+// built with ONO_NCCL, ProcessGroupNCCL) behind seven extern "C" functions, one of them a
+// differentiable all-reduce (an autograd node of its own).
 //
 // Rules every function keeps:
 // * No exception leaves it. Unwinding across the FFI boundary is undefined behaviour, and c10d
@@ -20,6 +21,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
 
 #ifdef ONO_NCCL
 #include <c10/cuda/CUDAFunctions.h>
@@ -225,6 +228,97 @@ void ono_dist_destroy(void* h) {
   guarded<int>(ignored, sizeof ignored, -1, [&] {
     delete g;
     return 0;
+  });
+}
+
+}  // extern "C"
+
+// ---- Sums over points split across ranks: a differentiable all-reduce. ----------------------
+//
+// y = Σ_ranks x, the same on every rank. Its backward node sums the ranks' incoming gradients:
+// each rank's gradient at the replicated y is that rank's share (the rank-local computations
+// downstream of y), and the gradient of x is the whole, Σ of the shares. The node holds the
+// backend by reference count, so a graph that outlives the Rust handle still reduces safely.
+// Every rank runs the same graph, so the autograd engine (one thread per device) calls the
+// nodes' collectives in the same order on every rank.
+
+namespace {
+
+// The first collective `op` on one tensor, waited for as `each` waits.
+void reduce_one(const c10::intrusive_ptr<c10d::Backend>& backend, bool nccl,
+                std::chrono::milliseconds timeout, at::Tensor& t, c10d::ReduceOp::RedOpType op) {
+  std::vector<at::Tensor> one{t};
+  c10d::AllreduceOptions o;
+  o.reduceOp = op;
+  auto w = backend->allreduce(one, o);
+  if (nccl) {
+    w->wait();
+  } else {
+    w->wait(timeout);
+  }
+}
+
+struct AllReduceSumBackward : public torch::autograd::Node {
+  c10::intrusive_ptr<c10d::Backend> backend;
+  std::chrono::milliseconds timeout{0};
+  bool nccl = false;
+  std::vector<int64_t> sizes;
+  at::TensorOptions options;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    // An undefined gradient is a zero one: every rank must still take part in the collective.
+    at::Tensor g = grads[0].defined() ? grads[0].contiguous().clone()
+                                      : at::zeros(sizes, options);
+    reduce_one(backend, nccl, timeout, g, c10d::ReduceOp::SUM);
+    return {g};
+  }
+
+  std::string name() const override { return "OnoAllReduceSumBackward"; }
+};
+
+}  // namespace
+
+extern "C" {
+
+// *out = a new tensor, Σ over ranks of x (contiguous, x's shape, kind and device), with the
+// backward above when x requires a gradient and grad mode is on. Returns 0, or -1 with `err`.
+int ono_dist_all_reduce_sum_grad(void* h, const at::Tensor* x, at::Tensor** out, char* err,
+                                 size_t errlen) {
+  auto g = static_cast<Group*>(h);
+  *out = nullptr;
+  return guarded<int>(err, errlen, -1, [&] {
+    at::Tensor y;
+    {
+      at::NoGradGuard no_grad;
+      y = x->detach().contiguous().clone();
+      reduce_one(g->backend, g->nccl, g->timeout, y, c10d::ReduceOp::SUM);
+    }
+    if (x->requires_grad() && at::GradMode::is_enabled()) {
+      auto node = std::shared_ptr<AllReduceSumBackward>(new AllReduceSumBackward(),
+                                                        torch::autograd::deleteNode);
+      node->backend = g->backend;
+      node->timeout = g->timeout;
+      node->nccl = g->nccl;
+      node->sizes = x->sizes().vec();
+      node->options = x->options();
+      node->set_next_edges(torch::autograd::collect_next_edges(*x));
+      torch::autograd::set_history(y, node);
+    }
+    *out = new at::Tensor(std::move(y));
+    return 0;
+  });
+}
+
+// Replaces each tensor, in place, by its elementwise maximum over all ranks (no gradient).
+int ono_dist_all_reduce_max(void* h, const at::Tensor* const* ts, int n, char* err,
+                            size_t errlen) {
+  auto g = static_cast<Group*>(h);
+  return guarded<int>(err, errlen, -1, [&] {
+    return each(g, ts, n, [&](std::vector<at::Tensor>& one) {
+      c10d::AllreduceOptions o;
+      o.reduceOp = c10d::ReduceOp::MAX;
+      return g->backend->allreduce(one, o);
+    });
   });
 }
 

@@ -48,6 +48,22 @@ extern "C" {
 
     pub fn ono_dist_barrier(h: *mut c_void, err: *mut c_char, errlen: usize) -> c_int;
 
+    pub fn ono_dist_all_reduce_sum_grad(
+        h: *mut c_void,
+        x: *const C_tensor,
+        out: *mut *mut C_tensor,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> c_int;
+
+    pub fn ono_dist_all_reduce_max(
+        h: *mut c_void,
+        ts: *const *const C_tensor,
+        n: c_int,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> c_int;
+
     pub fn ono_dist_destroy(h: *mut c_void);
 }
 
@@ -131,6 +147,35 @@ mod absent {
     /// # Safety
     /// `err` valid for writes of `errlen` bytes.
     pub unsafe fn ono_dist_barrier(_h: *mut c_void, err: *mut c_char, errlen: usize) -> c_int {
+        // SAFETY: as the caller promises.
+        unsafe { refuse(err, errlen) }
+    }
+
+    /// # Safety
+    /// `out` and `err` valid for writes.
+    pub unsafe fn ono_dist_all_reduce_sum_grad(
+        _h: *mut c_void,
+        _x: *const C_tensor,
+        out: *mut *mut C_tensor,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> c_int {
+        // SAFETY: as the caller promises.
+        unsafe {
+            *out = std::ptr::null_mut();
+            refuse(err, errlen)
+        }
+    }
+
+    /// # Safety
+    /// `err` valid for writes of `errlen` bytes.
+    pub unsafe fn ono_dist_all_reduce_max(
+        _h: *mut c_void,
+        _ts: *const *const C_tensor,
+        _n: c_int,
+        err: *mut c_char,
+        errlen: usize,
+    ) -> c_int {
         // SAFETY: as the caller promises.
         unsafe { refuse(err, errlen) }
     }

@@ -238,6 +238,49 @@ impl ProcessGroup {
         })
     }
 
+    /// The sum over all ranks of `x`, as a new contiguous tensor of its shape, kind and device,
+    /// the same on every rank, and **differentiable**: its backward sums the ranks' incoming
+    /// gradients. That is the exact gradient of a sum whose terms the ranks hold: each rank's
+    /// gradient at the replicated sum is its share (from its own computations downstream), and
+    /// the term's gradient is the whole. `x` may be non-contiguous (it is copied). Every rank
+    /// must call it with the same shape, and every rank must then run the backward.
+    pub fn all_reduce_sum_grad(&self, x: &Tensor) -> Result<Tensor> {
+        const OP: &str = "all_reduce_sum_grad";
+        if !x.defined() || x.is_sparse() || x.is_mkldnn() {
+            return Err(DistError::InvalidArgument {
+                op: OP,
+                why: "needs a defined, dense strided tensor".into(),
+            });
+        }
+        let mut out: *mut torch_sys::C_tensor = std::ptr::null_mut();
+        self.call(OP, |h, err, len| {
+            // SAFETY: `x` is live for the call; `out` is written by the shim before it returns 0.
+            unsafe { ffi::ono_dist_all_reduce_sum_grad(h, x.as_ptr(), &mut out, err, len) }
+        })?;
+        if out.is_null() {
+            return Err(DistError::Collective {
+                op: OP,
+                message: "the shim returned no tensor".into(),
+            });
+        }
+        // SAFETY: the shim allocated a new at::Tensor for us to own.
+        Ok(unsafe { Tensor::from_ptr(out) })
+    }
+
+    /// Replaces each tensor, in place, by its elementwise maximum over all ranks (no gradient).
+    /// Contiguous tensors only; an empty slice does nothing.
+    pub fn all_reduce_max(&self, tensors: &[Tensor]) -> Result<()> {
+        const OP: &str = "all_reduce_max";
+        let ptrs = tensor_ptrs(OP, tensors)?;
+        if ptrs.is_empty() {
+            return Ok(());
+        }
+        self.call(OP, |h, err, len| {
+            // SAFETY: `ptrs` point at live tensors for the call's duration.
+            unsafe { ffi::ono_dist_all_reduce_max(h, ptrs.as_ptr(), ptrs.len() as c_int, err, len) }
+        })
+    }
+
     /// Returns once every rank has called it.
     pub fn barrier(&self) -> Result<()> {
         // SAFETY: the handle is live; the shim catches every exception.

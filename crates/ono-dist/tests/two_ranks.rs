@@ -1,188 +1,17 @@
-//! Two real ranks on this machine, over torch's TCPStore and ProcessGroupGloo.
+//! Two (and three) real ranks on this machine, over torch's TCPStore and ProcessGroupGloo.
 //!
-//! The test binary runs itself: each `two_ranks_*` test spawns this executable twice (or once,
-//! or under `torchrun`) with `--exact child_* --nocapture --test-threads 1`, the `env://`
-//! variables of one rank and [`CHILD`] set. The `child_*` tests do their work only when
-//! [`CHILD`] is set; in an ordinary run they pass at once. A child that does not finish within
-//! [`DEADLINE`] is killed and the test fails, so a hang is a failure, not a stuck CI job.
+//! The test binary runs itself (`ono_testing::ranks`): each `two_ranks_*` test spawns this
+//! executable twice (or once, or under `torchrun`) to run a `child_*` test as each rank.
 
 // These need the shim; `without_c10d.rs` covers the build without it.
 #![cfg(feature = "c10d")]
 
 use ono_dist::{Backend, DistError, Launch, Launcher, ProcessGroup};
-use std::io::Read;
-use std::net::TcpListener;
+use ono_testing::ranks::{assert_passed, free_port, is_child, run_ranks, this_test_binary, Proc};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tch::{Kind, Tensor};
-
-/// Set in the children: their test bodies run only then.
-const CHILD: &str = "ONO_DIST_TEST_CHILD";
-/// How long the parent waits for a child before killing it.
-const DEADLINE: Duration = Duration::from_secs(30);
-/// Launcher variables of the surrounding environment that would outrank the children's env://.
-const FOREIGN: &[&str] = &[
-    "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_RESTART_COUNT",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-];
-
-fn is_child() -> bool {
-    std::env::var_os(CHILD).is_some()
-}
-
-/// A port nobody listens on now (the OS's pick for 127.0.0.1:0).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
-}
-
-/// A running child and the threads collecting its output.
-struct Proc {
-    name: String,
-    child: Child,
-    out: Option<JoinHandle<String>>,
-    err: Option<JoinHandle<String>>,
-}
-
-/// What a child did.
-struct Done {
-    name: String,
-    status: ExitStatus,
-    output: String,
-    secs: f64,
-}
-
-fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        s
-    })
-}
-
-impl Proc {
-    fn spawn(name: String, mut cmd: Command) -> Proc {
-        for var in FOREIGN {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd
-            .env(CHILD, "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        let out = child.stdout.take().map(drain);
-        let err = child.stderr.take().map(drain);
-        Proc {
-            name,
-            child,
-            out,
-            err,
-        }
-    }
-
-    /// Waits until `deadline` (from `start`), then kills; returns what the child did, or panics
-    /// with its output when it had to be killed.
-    fn finish(mut self, start: Instant, deadline: Duration) -> Done {
-        let status = loop {
-            if let Some(s) = self.child.try_wait().expect("try_wait") {
-                break Some(s);
-            }
-            if start.elapsed() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let secs = start.elapsed().as_secs_f64();
-        let mut output = String::new();
-        for h in [self.out.take(), self.err.take()].into_iter().flatten() {
-            output.push_str(&h.join().unwrap_or_default());
-        }
-        match status {
-            Some(status) => Done {
-                name: self.name.clone(),
-                status,
-                output,
-                secs,
-            },
-            None => panic!(
-                "{} did not finish within {deadline:?} and was killed; its output:\n{output}",
-                self.name
-            ),
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // A panic in the parent must not leave a child behind.
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn this_test_binary() -> PathBuf {
-    std::env::current_exe().expect("current_exe")
-}
-
-/// This binary running one child test as `rank` of `world` with rank 0's store at `port`.
-fn rank_cmd(child_test: &str, rank: usize, world: usize, port: u16) -> Command {
-    let mut cmd = Command::new(this_test_binary());
-    cmd.args([child_test, "--exact", "--nocapture", "--test-threads", "1"])
-        .env("RANK", rank.to_string())
-        .env("WORLD_SIZE", world.to_string())
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string());
-    cmd
-}
-
-/// Runs `ranks` of a world of `world` on `child_test`; returns each rank's outcome.
-fn run_ranks(child_test: &str, ranks: &[usize], world: usize) -> Vec<Done> {
-    let port = free_port();
-    let start = Instant::now();
-    let procs: Vec<Proc> = ranks
-        .iter()
-        .map(|&r| {
-            Proc::spawn(
-                format!("{child_test} rank {r}"),
-                rank_cmd(child_test, r, world, port),
-            )
-        })
-        .collect();
-    let done: Vec<Done> = procs
-        .into_iter()
-        .map(|p| p.finish(start, DEADLINE))
-        .collect();
-    for d in &done {
-        println!(
-            "--- {} ({:?} after {:.2} s) ---\n{}",
-            d.name, d.status, d.secs, d.output
-        );
-    }
-    done
-}
-
-fn assert_passed(d: &Done) {
-    assert!(
-        d.status.success(),
-        "{} failed ({:?}); its output:\n{}",
-        d.name,
-        d.status,
-        d.output
-    );
-}
 
 /// The launch of a child: plain env:// variables from the parent.
 fn child_launch() -> Launch {
@@ -286,6 +115,99 @@ fn child_collectives() {
     ));
     pg.all_reduce_sum(&[]).unwrap();
 
+    pg.barrier().unwrap();
+    println!("rank {rank} ok");
+}
+
+// --- 1b. the differentiable sum, on three ranks -------------------------------------------------
+
+#[test]
+fn three_ranks_differentiable_sum() {
+    if is_child() {
+        return;
+    }
+    for d in run_ranks("child_differentiable_sum", &[0, 1, 2], 3) {
+        assert_passed(&d);
+    }
+}
+
+/// Rank `r`'s term x_r, its local weights w_r and its local points' values p_r (rank 2 holds no
+/// points: an empty tensor, as a rank without points of a sample has).
+fn term(rank: usize) -> (Tensor, Tensor, Tensor) {
+    let r = rank as f64;
+    let x = Tensor::from_slice(&[0.5 + r, -1.25 * (r + 1.0), 2.0 - r * r]);
+    let w = Tensor::from_slice(&[1.0 + 0.1 * r, 0.3 - r, 2.5]);
+    let n = [2i64, 1, 0][rank];
+    let p = Tensor::arange(n * 3, (Kind::Double, tch::Device::Cpu))
+        .f_mul_scalar(0.25 + r)
+        .unwrap()
+        .view([n, 3]);
+    (x, w, p)
+}
+
+#[test]
+fn child_differentiable_sum() {
+    if !is_child() {
+        return;
+    }
+    let launch = child_launch();
+    let pg = ProcessGroup::new(&launch, Backend::Gloo, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("rank {}: {e}", launch.rank));
+    let (rank, world) = (pg.rank(), pg.world());
+    assert_eq!(world, 3);
+
+    // S = Σ_r Σ_points (x_r + p) (a sum over points split across ranks, as a kernel's), then a
+    // rank-local use of the replicated S: ℓ_r = Σ w_r ⊙ S². The total L = Σ_r ℓ_r has
+    // dL/dx_r = n_r · Σ_r' 2 w_r' ⊙ S for every rank, n_r its points.
+    let (x, w, p) = term(rank);
+    let x = x.set_requires_grad(true);
+    let local = (&p + &x).sum_dim_intlist(&[0i64][..], false, Kind::Double);
+    let s = pg.all_reduce_sum_grad(&local).unwrap();
+    let loss = (&w * &s * &s).sum(Kind::Double);
+    loss.backward();
+
+    let terms: Vec<_> = (0..world).map(term).collect();
+    let n = |r: usize| terms[r].2.size()[0] as f64;
+    let want_s = terms
+        .iter()
+        .map(|(x, _, p)| {
+            p.sum_dim_intlist(&[0i64][..], false, Kind::Double) + x * (p.size()[0] as f64)
+        })
+        .fold(
+            Tensor::zeros([3], (Kind::Double, tch::Device::Cpu)),
+            |a, b| a + b,
+        );
+    let total_w = terms.iter().fold(
+        Tensor::zeros([3], (Kind::Double, tch::Device::Cpu)),
+        |a, (_, w, _)| a + w,
+    );
+    let want_grad = total_w * &want_s * (2.0 * n(rank));
+    let close = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]) < 1e-12;
+    assert!(close(&s, &want_s), "rank {rank}: sum {s:?} vs {want_s:?}");
+    let grad = x.grad();
+    assert!(
+        close(&grad, &want_grad),
+        "rank {rank}: grad {grad:?} vs {want_grad:?}"
+    );
+
+    // Without a gradient wanted, no node: the result is a plain tensor.
+    let plain = tch::no_grad(|| pg.all_reduce_sum_grad(&local).unwrap());
+    assert!(!plain.requires_grad());
+    assert!(close(&plain, &want_s));
+
+    // The maximum over ranks, in place.
+    let m = Tensor::from_slice(&[rank as f64, -(rank as f64), f64::NEG_INFINITY]);
+    pg.all_reduce_max(&[m.shallow_clone()]).unwrap();
+    assert_eq!(
+        Vec::<f64>::try_from(&m).unwrap(),
+        [2.0, 0.0, f64::NEG_INFINITY]
+    );
+
+    // An undefined tensor is refused locally, before anything is sent.
+    assert!(matches!(
+        pg.all_reduce_sum_grad(&Tensor::new()),
+        Err(DistError::InvalidArgument { .. })
+    ));
     pg.barrier().unwrap();
     println!("rank {rank} ok");
 }

@@ -21,6 +21,16 @@ pub enum Error {
     /// An argument outside its valid range (momentum, landmark count, …).
     #[error("{op}: {msg}")]
     InvalidArgument { op: &'static str, msg: String },
+    /// An operation that needs every point of a sample at once, asked for while the points are
+    /// split across processes ([`crate::points`]).
+    #[error(
+        "{op} needs every point of a sample at once ({why}) and cannot run with the points split \
+         across processes"
+    )]
+    NeedsEveryPoint { op: &'static str, why: String },
+    /// A collective over the processes that share the points failed (a peer died, a timeout).
+    #[error("{op} over the processes sharing the points: {msg}")]
+    Collective { op: &'static str, msg: String },
     /// An error raised inside libtorch.
     #[error(transparent)]
     Torch(#[from] tch::TchError),

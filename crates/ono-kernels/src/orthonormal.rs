@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock};
 use tch::{Device, Kind, Tensor};
 
 use crate::precision::widen;
-use crate::{host, Error, Result};
+use crate::{host, points, Error, Result};
 
 /// Number of jittered retries of [`psd_safe_cholesky`] after the plain attempt (reference: 10).
 pub const JITTER_TRIES: u32 = 10;
@@ -44,21 +44,41 @@ pub fn second_moment(psi: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
     let [b, n, k] = dims3(psi, OP, "psi of shape (B, N, k)")?;
     let psi = &widen(psi)?;
     let flat = psi.f_reshape([b * n, k])?;
+    if points::split() {
+        // The sums over every process's points, then the one division.
+        let (sum, count) = match mask {
+            None => (
+                flat.f_tr()?.f_mm(&flat)?,
+                Tensor::f_full([], (b * n) as f64, (psi.kind(), psi.device()))?,
+            ),
+            Some(mask) => {
+                check_mask(OP, mask, b, n)?;
+                let w = mask.f_to_kind(psi.kind())?.f_reshape([b * n, 1])?;
+                (flat.f_mul(&w)?.f_tr()?.f_mm(&flat)?, w.f_sum(psi.kind())?)
+            }
+        };
+        return Ok(points::sum(&sum)?.f_div(&points::sum(&count)?)?);
+    }
     match mask {
         None => Ok(flat.f_tr()?.f_mm(&flat)?.f_div_scalar((b * n) as f64)?),
         Some(mask) => {
-            if mask.size() != [b, n] {
-                return Err(Error::Shape {
-                    op: OP,
-                    expected: format!("mask of shape ({b}, {n})"),
-                    got: mask.size(),
-                });
-            }
+            check_mask(OP, mask, b, n)?;
             let w = mask.f_to_kind(psi.kind())?.f_reshape([b * n, 1])?;
             let count = w.f_sum(psi.kind())?;
             Ok(flat.f_mul(&w)?.f_tr()?.f_mm(&flat)?.f_div(&count)?)
         }
     }
+}
+
+fn check_mask(op: &'static str, mask: &Tensor, b: i64, n: i64) -> Result<()> {
+    if mask.size() != [b, n] {
+        return Err(Error::Shape {
+            op,
+            expected: format!("mask of shape ({b}, {n})"),
+            got: mask.size(),
+        });
+    }
+    Ok(())
 }
 
 /// Cholesky factor of a symmetric positive (semi-)definite matrix, with the reference's fallback

@@ -20,7 +20,7 @@
 use tch::{Device, Kind, Tensor};
 
 use crate::precision::widen;
-use crate::{Error, Result};
+use crate::{points, Error, Result};
 
 /// Number of weight tensors (corners) for `d` spatial dims: 2^(d−1). The last dim is halved by the
 /// rfft; each other dim keeps its lowest and its highest (negative-frequency) `m` modes.
@@ -93,6 +93,10 @@ pub fn spectral_conv_pruned(
 /// The arguments' checks, shared by both computations.
 fn check(x: &Tensor, weights: &[&Tensor], modes: &[i64], norm: &str) -> Result<()> {
     const OP: &str = "spectral_conv";
+    points::refuse(
+        "the spectral convolution (FNO's Fourier layer)",
+        "a Fourier transform over the whole grid",
+    )?;
     let d = modes.len();
     let size = x.size();
     if !(1..=3).contains(&d) || size.len() != d + 2 {

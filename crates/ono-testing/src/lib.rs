@@ -6,6 +6,9 @@
 //! - [`assert_close`]: tensor closeness with a failure message that says how far and where.
 //! - [`device_tests!`]: one test body run on CPU and (ignored unless asked for) on CUDA.
 //! - [`assert_libtorch_linked`]: proof that the shared link script did its job for this binary.
+//! - [`ranks`]: tests that run as several ranks of one world (the test binary runs itself).
+
+pub mod ranks;
 
 use std::sync::OnceLock;
 

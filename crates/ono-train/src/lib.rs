@@ -35,6 +35,7 @@ pub mod normalizers;
 pub mod observer;
 pub mod one_cycle;
 pub mod parallel;
+pub mod points;
 pub mod predictor;
 pub mod progress;
 pub mod recipe;

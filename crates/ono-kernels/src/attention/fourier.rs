@@ -3,7 +3,7 @@
 use tch::Tensor;
 
 use super::{check_qkv, key_weight};
-use crate::Result;
+use crate::{points, Result};
 
 /// out = (Q̃ K̃ᵀ / √d / n) V, quadratic in the number of points.
 ///
@@ -17,6 +17,10 @@ use crate::Result;
 /// - returns: (B, H, Nq, dv)
 pub fn fourier(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
     const OP: &str = "fourier";
+    points::refuse(
+        "Fourier-type attention",
+        "its N × N product pairs every query with every key",
+    )?;
     let s = check_qkv(OP, q, k, v)?;
     let scores = q
         .f_matmul(&k.f_transpose(-2, -1)?)?

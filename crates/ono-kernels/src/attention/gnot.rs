@@ -4,7 +4,7 @@
 use tch::Tensor;
 
 use super::{check_qkv, key_weight};
-use crate::{Error, Result};
+use crate::{points, Error, Result};
 
 /// Self form: z = q̃ + (q̃ (k̃ᵀ v)) / (q̃ · Σ_n k̃_n), with q̃, k̃ = softmax over features.
 ///
@@ -52,7 +52,8 @@ pub fn gnot_cross(q: &Tensor, sets: &[(&Tensor, &Tensor, Option<&Tensor>)]) -> R
             k = k.f_mul(&key_weight(OP, mask, s, &k)?)?;
         }
         // k is zero on padded rows, so padded values drop out of kᵀv as well.
-        let k_sum = k.f_sum_dim_intlist(&[2i64][..], true, k.kind())?; // (B, H, 1, d)
+        // Σ over the points: over every process's when the points are split ([`points`]).
+        let k_sum = points::sum(&k.f_sum_dim_intlist(&[2i64][..], true, k.kind())?)?; // (B, H, 1, d)
         let mut denom = q
             .f_mul(&k_sum)?
             .f_sum_dim_intlist(&[-1i64][..], true, q.kind())?; // (B, H, Nq, 1)
@@ -62,7 +63,7 @@ pub fn gnot_cross(q: &Tensor, sets: &[(&Tensor, &Tensor, Option<&Tensor>)]) -> R
             // gradients. Softmax rows are positive, so an unmasked denominator is never 0.
             denom = denom.f_where_scalarother(&denom.f_ne(0.0)?, 1.0)?;
         }
-        let ctx = k.f_transpose(-2, -1)?.f_matmul(v)?;
+        let ctx = points::sum(&k.f_transpose(-2, -1)?.f_matmul(v)?)?;
         // × 1/denominator, as the reference (`D_inv`), for its float32 rounding.
         out = out.f_add(&q.f_matmul(&ctx)?.f_mul(&denom.f_reciprocal()?)?)?;
     }

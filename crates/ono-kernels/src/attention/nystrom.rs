@@ -12,7 +12,7 @@ use tch::{Kind, Tensor};
 use super::linear::lowest_value;
 use super::{check_qkv, key_weight};
 use crate::precision::widen;
-use crate::{Error, Result};
+use crate::{points, Error, Result};
 
 /// Settings of [`nystrom`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -104,6 +104,10 @@ pub fn nystrom_with_pinv(
     pinv: &mut dyn FnMut(&Tensor) -> Result<Tensor>,
 ) -> Result<Tensor> {
     const OP: &str = "nystrom";
+    points::refuse(
+        "Nyström attention",
+        "its landmarks are means over segments of the whole sequence",
+    )?;
     let s = check_qkv(OP, q, k, v)?;
     if s.nq != s.nk {
         return Err(Error::Shape {

@@ -4,7 +4,7 @@ use tch::{Kind, Tensor};
 
 use super::linear::lowest_value;
 use super::{check_qkv, key_weight};
-use crate::Result;
+use crate::{points, Result};
 
 /// out = softmax(Q Kᵀ / √d) V over the keys; padded keys (mask 0) get zero weight.
 ///
@@ -14,6 +14,10 @@ use crate::Result;
 /// - returns: (B, H, Nq, dv)
 pub fn softmax(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
     const OP: &str = "softmax";
+    points::refuse(
+        "softmax attention over points",
+        "each query's weights are normalized over every key",
+    )?;
     let s = check_qkv(OP, q, k, v)?;
     let mut scores = q
         .f_matmul(&k.f_transpose(-2, -1)?)?

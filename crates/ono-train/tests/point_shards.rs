@@ -1,0 +1,255 @@
+//! The kernels' sums over points, with a sample's points split unevenly across 2 and 3 real
+//! processes (Gloo, float64; one process holding no points): every output row, and the gradient
+//! of every input row, equals one process's on the whole sample within 1e-10. Two faulty groups
+//! must fail the same comparison: one that leaves the forward all-reduce out, and one whose
+//! backward is a detach. Kernels that need every point are refused by name.
+
+// Processes need the c10d shim (ono-train's `dist` feature, on in the workspace's tests).
+#![cfg(feature = "dist")]
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use ono_dist::{Backend, Launch, ProcessGroup};
+use ono_kernels::attention::{galerkin, gnot_linear, linear_transformer, softmax};
+use ono_kernels::orthonormal::second_moment;
+use ono_kernels::points::{self, PointGroup};
+use ono_testing::ranks::{assert_passed, is_child, run_ranks};
+use ono_train::points::ProcessPoints;
+use tch::{Device, Kind, Tensor};
+
+const TOL: f64 = 1e-10;
+/// Points of the sample (batch 2, the second sample's last two points padded).
+const N: i64 = 7;
+
+/// Each rank's contiguous share of the N points: uneven, and one share empty.
+fn shares(world: usize) -> Vec<(i64, i64)> {
+    let sizes: &[i64] = match world {
+        2 => &[5, 2],
+        3 => &[4, 0, 3],
+        _ => panic!("no split for {world} ranks"),
+    };
+    let mut start = 0;
+    sizes
+        .iter()
+        .map(|&n| {
+            start += n;
+            (start - n, n)
+        })
+        .collect()
+}
+
+#[test]
+fn kernels_on_two_and_three_processes_equal_one() {
+    if is_child() {
+        return;
+    }
+    for world in [2, 3] {
+        let ranks: Vec<usize> = (0..world).collect();
+        for d in run_ranks("child_kernels", &ranks, world) {
+            assert_passed(&d);
+        }
+    }
+}
+
+/// How a group completes the sums: exactly, or with one of the two faults.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Fault {
+    None,
+    NoForwardSum,
+    DetachedBackward,
+}
+
+struct Faulty {
+    exact: ProcessPoints,
+    group: Rc<ProcessGroup>,
+    fault: Fault,
+}
+
+impl PointGroup for Faulty {
+    fn sum(&self, t: &Tensor) -> ono_kernels::Result<Tensor> {
+        match self.fault {
+            Fault::None => self.exact.sum(t),
+            Fault::NoForwardSum => Ok(t.shallow_clone()),
+            Fault::DetachedBackward => {
+                let out = t.detach().contiguous().copy();
+                self.group.all_reduce_sum(&[out.shallow_clone()]).unwrap();
+                Ok(out)
+            }
+        }
+    }
+    fn max(&self, t: &Tensor) -> ono_kernels::Result<Tensor> {
+        self.exact.max(t)
+    }
+    fn world(&self) -> usize {
+        self.exact.world()
+    }
+}
+
+/// A kernel under test: its output from (q, k, v, mask) with points along dimension 2 of q, k,
+/// v and 1 of the mask; `replicated` when the output is the same on every process (summed over
+/// points) rather than per point.
+struct Case {
+    name: &'static str,
+    replicated: bool,
+    run: fn(&Tensor, &Tensor, &Tensor, Option<&Tensor>) -> ono_kernels::Result<Tensor>,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "galerkin",
+            replicated: false,
+            run: galerkin,
+        },
+        Case {
+            name: "linear_transformer",
+            replicated: false,
+            run: linear_transformer,
+        },
+        Case {
+            name: "gnot_linear",
+            replicated: false,
+            run: gnot_linear,
+        },
+        Case {
+            name: "second_moment",
+            replicated: true,
+            run: |q, _, _, mask| {
+                // ψ (B, N, k) from q's first head.
+                second_moment(&q.select(1, 0), mask)
+            },
+        },
+    ]
+}
+
+/// The whole sample's inputs, the same on every process (seeded), and the loss weights.
+fn inputs() -> (Tensor, Tensor, Tensor, Tensor) {
+    tch::manual_seed(17);
+    let opts = (Kind::Double, Device::Cpu);
+    let q = Tensor::randn([2, 2, N, 3], opts);
+    let k = Tensor::randn([2, 2, N, 3], opts).f_mul_scalar(2.0).unwrap();
+    let v = Tensor::randn([2, 2, N, 3], opts);
+    let mask = Tensor::ones([2, N], opts);
+    let _ = mask.narrow(1, N - 2, 2).select(0, 1).fill_(0.0);
+    (q, k, v, mask)
+}
+
+/// Σ out ⊙ w: a loss whose gradient at the output is w, different at every element.
+fn weights(size: &[i64]) -> Tensor {
+    let n: i64 = size.iter().product();
+    Tensor::arange(n, (Kind::Double, Device::Cpu))
+        .f_mul_scalar(0.37)
+        .unwrap()
+        .sin()
+        .view(size)
+}
+
+fn max_diff(a: &Tensor, b: &Tensor) -> f64 {
+    match (a.defined(), b.defined()) {
+        // An input the kernel does not read (v of the second moment) has no gradient either way.
+        (false, false) => 0.0,
+        (true, false) => max_diff(a, &a.zeros_like()),
+        (false, true) => max_diff(&b.zeros_like(), b),
+        _ if a.numel() == 0 => 0.0,
+        _ => (a - b).abs().max().double_value(&[]),
+    }
+}
+
+/// One case on this rank's share under `group`, against the whole sample on one process:
+/// the largest difference of the outputs and of the inputs' gradients.
+fn compare(case: &Case, group: Rc<dyn PointGroup>, share: (i64, i64), masked: bool) -> f64 {
+    let world = group.world() as f64;
+    let (q, k, v, mask) = inputs();
+    let mask = masked.then_some(&mask);
+    // One process, the whole sample.
+    let leaves: Vec<Tensor> = [&q, &k, &v]
+        .iter()
+        .map(|t| t.copy().set_requires_grad(true))
+        .collect();
+    let out = (case.run)(&leaves[0], &leaves[1], &leaves[2], mask).unwrap();
+    (&out * weights(&out.size())).sum(Kind::Double).backward();
+    // This process's share of the points.
+    let (start, len) = share;
+    let local: Vec<Tensor> = [&q, &k, &v]
+        .iter()
+        .map(|t| t.narrow(2, start, len).copy().set_requires_grad(true))
+        .collect();
+    let local_mask = mask.map(|m| m.narrow(1, start, len).copy());
+    let got = points::scope(group, || {
+        (case.run)(&local[0], &local[1], &local[2], local_mask.as_ref())
+    })
+    .unwrap();
+    let (want, w) = if case.replicated {
+        // The same value on every process: each back-propagates its 1/P share.
+        (out.shallow_clone(), weights(&out.size()) / world)
+    } else {
+        let w = weights(&out.size()).narrow(2, start, len);
+        (out.narrow(2, start, len), w)
+    };
+    let mut worst = max_diff(&got, &want);
+    let loss = (&got * &w).sum(Kind::Double);
+    if !loss.requires_grad() {
+        // No gradient reaches this process's inputs at all (a detached sum): a fault.
+        return f64::INFINITY;
+    }
+    loss.backward();
+    for (l, full) in local.iter().zip(&leaves) {
+        // Undefined where the kernel does not read the input (v of the second moment).
+        let full = full.grad();
+        let full = match full.defined() {
+            true => full.narrow(2, start, len),
+            false => full,
+        };
+        worst = worst.max(max_diff(&l.grad(), &full));
+    }
+    worst
+}
+
+#[test]
+fn child_kernels() {
+    if !is_child() {
+        return;
+    }
+    let launch = Launch::from_env().unwrap().unwrap();
+    let group =
+        Rc::new(ProcessGroup::new(&launch, Backend::Gloo, Duration::from_secs(30)).unwrap());
+    let (rank, world) = (group.rank(), group.world());
+    let share = shares(world)[rank];
+    for case in cases() {
+        for masked in [false, true] {
+            for fault in [Fault::None, Fault::NoForwardSum, Fault::DetachedBackward] {
+                let g = Rc::new(Faulty {
+                    exact: ProcessPoints::new(group.clone()),
+                    group: group.clone(),
+                    fault,
+                });
+                let diff = compare(&case, g, share, masked);
+                // Every rank judges the run as a whole: a rank whose own rows happen to agree
+                // still sees a fault through the others'.
+                let worst = Tensor::from_slice(&[diff]);
+                group.all_reduce_max(&[worst.shallow_clone()]).unwrap();
+                let worst = worst.double_value(&[0]);
+                let what = format!("{} masked={masked} {fault:?} on {world} ranks", case.name);
+                if fault == Fault::None {
+                    assert!(worst <= TOL, "{what}: differs by {worst:e}");
+                } else {
+                    assert!(worst > 1e-6, "{what}: the fault went unseen ({worst:e})");
+                }
+                println!("rank {rank}: {what}: {worst:e}");
+            }
+        }
+    }
+    // An operation that needs every point is refused by name.
+    let (q, k, v, _) = inputs();
+    let e = points::scope(Rc::new(ProcessPoints::new(group.clone())), || {
+        softmax(&q, &k, &v, None)
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("softmax attention over points needs every point"),
+        "{e}"
+    );
+    group.barrier().unwrap();
+}
