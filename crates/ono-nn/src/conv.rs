@@ -73,6 +73,12 @@ impl Conv {
     /// - returns: (B, out, n_1 + 2p − k + 1, …)
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let c = &self.cfg;
+        if c.kernel > 1 {
+            ono_kernels::points::refuse(
+                "a convolution over the grid",
+                "it reads each point's neighbours",
+            )?;
+        }
         let size = x.size();
         if size.len() != c.dims + 2 || size[1] != c.in_channels {
             return Err(Error::Shape {

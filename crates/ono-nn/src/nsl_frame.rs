@@ -36,7 +36,7 @@
 //! - **IPHI** is evaluated once per forward and its ξ used by both projections; the reference
 //!   evaluates it twice on the same input (identical values, the same summed gradient).
 
-use ono_kernels::health;
+use ono_kernels::{health, points};
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -295,7 +295,12 @@ impl NslLift {
         let c = &self.cfg;
         let ps = input.pos.size();
         let (b, n) = match ps[..] {
-            [b, n, s] if b > 0 && n > 0 && (s == c.space_dim || c.unified_pos) => (b, n),
+            // A process's share of split points may be empty (ono_kernels::points).
+            [b, n, s]
+                if b > 0 && (n > 0 || points::split()) && (s == c.space_dim || c.unified_pos) =>
+            {
+                (b, n)
+            }
             _ => {
                 return Err(Error::Shape {
                     op: OP,

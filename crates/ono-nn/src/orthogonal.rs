@@ -33,11 +33,11 @@ use crate::precision::{matmul, widen};
 use crate::transformer_block::{TransformerBlock, TransformerBlockConfig};
 use crate::{Error, Result};
 use ono_kernels::ema::EmaCovariance;
-use ono_kernels::health;
 use ono_kernels::orthonormal::{
     cholesky_fault, cholesky_fault_error, psd_safe_cholesky_device, second_moment, whiten,
     whiten_explicit_inverse,
 };
+use ono_kernels::{health, points};
 
 mod selective;
 pub use selective::SavedBlock;
@@ -209,9 +209,11 @@ impl KernelWeights {
         })
     }
 
-    /// ψ̃ᵀf, (B, k, h).
+    /// ψ̃ᵀf, (B, k, h): the sum over every process's points when they are split
+    /// ([`ono_kernels::points`]).
     fn coefficients(&self, psi: &Tensor, fx: &Tensor) -> Result<Tensor> {
-        self.scaled(matmul(&self.weighted(psi)?.f_transpose(-2, -1)?, fx)?)
+        let local = matmul(&self.weighted(psi)?.f_transpose(-2, -1)?, fx)?;
+        self.scaled(points::sum(&local)?)
     }
 }
 
@@ -349,6 +351,10 @@ impl OrthogonalBlock {
         match &self.norm {
             PsiNorm::Whiten(ema) => self.whiten_with(ema, psi, mask, train),
             PsiNorm::Batch(bn) => {
+                points::refuse(
+                    "BatchNorm of the eigenfunctions (psi_norm = \"batch\")",
+                    "its statistics span every point of the batch",
+                )?;
                 let x = psi.f_transpose(1, 2)?;
                 let frozen = self.frozen_statistics.get();
                 let y = match mask {
@@ -408,7 +414,11 @@ impl OrthogonalBlock {
         let scale = match (self.kernel_scale, mask) {
             (KernelScale::Sum, _) => None,
             (KernelScale::Mean, Some(m)) => {
-                Some(crate::padding::point_counts(m, kind)?.f_reciprocal()?)
+                Some(points::sum(&crate::padding::point_counts(m, kind)?)?.f_reciprocal()?)
+            }
+            (KernelScale::Mean, None) if points::split() => {
+                let count = Tensor::f_full([1, 1, 1], n as f64, (kind, psi_in.device()))?;
+                Some(points::sum(&count)?.f_reciprocal()?)
             }
             (KernelScale::Mean, None) => Some(Tensor::f_full(
                 [1, 1, 1],

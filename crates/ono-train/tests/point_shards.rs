@@ -2,7 +2,7 @@
 //! processes (Gloo, float64; one process holding no points): every output row, and the gradient
 //! of every input row, equals one process's on the whole sample within 1e-10. Two faulty groups
 //! must fail the same comparison: one that leaves the forward all-reduce out, and one whose
-//! backward is a detach. Kernels that need every point are refused by name.
+//! backward is a detach. A kernel that needs every point is refused by name.
 
 // Processes need the c10d shim (ono-train's `dist` feature, on in the workspace's tests).
 #![cfg(feature = "dist")]
@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use ono_dist::{Backend, Launch, ProcessGroup};
-use ono_kernels::attention::{galerkin, gnot_linear, linear_transformer, softmax};
+use ono_kernels::attention::{fourier, galerkin, gnot_linear, linear_transformer};
 use ono_kernels::orthonormal::second_moment;
 use ono_kernels::points::{self, PointGroup};
 use ono_testing::ranks::{assert_passed, is_child, run_ranks};
@@ -243,13 +243,128 @@ fn child_kernels() {
     // An operation that needs every point is refused by name.
     let (q, k, v, _) = inputs();
     let e = points::scope(Rc::new(ProcessPoints::new(group.clone())), || {
-        softmax(&q, &k, &v, None)
+        fourier(&q, &k, &v, None)
     })
     .unwrap_err()
     .to_string();
     assert!(
-        e.starts_with("softmax attention over points needs every point"),
+        e.starts_with("Fourier-type attention needs every point"),
         "{e}"
     );
+    group.barrier().unwrap();
+}
+
+#[test]
+fn models_on_two_and_three_processes_equal_one() {
+    if is_child() {
+        return;
+    }
+    for world in [2, 3] {
+        let ranks: Vec<usize> = (0..world).collect();
+        for d in run_ranks("child_models", &ranks, world) {
+            assert_passed(&d);
+        }
+    }
+}
+
+/// A model of `arch`'s `preset` with the fields of `edit` changed, for points in 2-D with one
+/// input and one output channel, in float64, initialised alike on every process.
+fn model(arch: &str, preset: &str, edit: &serde_json::Value) -> ono_models::Model {
+    let mut fields = ono_models::ModelConfig::preset(arch, preset)
+        .unwrap()
+        .fields()
+        .unwrap();
+    for (k, v) in edit.as_object().unwrap() {
+        fields[k] = v.clone();
+    }
+    let mut cfg = ono_models::ModelConfig::from_fields(arch, fields).unwrap();
+    cfg.set_data_dims(ono_models::DataDims {
+        space_dim: 2,
+        fun_dim: 1,
+        out_dim: 1,
+        time_input: false,
+        functions: Vec::new(),
+    });
+    tch::manual_seed(5);
+    ono_models::Model::new(&cfg, Device::Cpu, Kind::Double).unwrap()
+}
+
+/// One training forward and backward of `arch` on this process's share of the points against
+/// the whole sample on one: outputs, parameter gradients (the shares summed over the processes)
+/// and every other variable (ONO's EMA covariances) after the step.
+fn compare_model(
+    (arch, preset, edit): &(&str, &str, serde_json::Value),
+    group: &Rc<ProcessGroup>,
+    share: (i64, i64),
+) -> f64 {
+    tch::manual_seed(23);
+    let opts = (Kind::Double, Device::Cpu);
+    let pos = Tensor::rand([2, N, 2], opts);
+    let fx = Tensor::randn([2, N, 1], opts);
+    let whole = model(arch, preset, edit);
+    let out = whole
+        .forward(&ono_models::ModelInput::new(&pos, &fx), true)
+        .unwrap();
+    (&out * weights(&out.size())).sum(Kind::Double).backward();
+
+    let (start, len) = share;
+    let split = model(arch, preset, edit);
+    let (lpos, lfx) = (pos.narrow(1, start, len), fx.narrow(1, start, len));
+    let got = points::scope(Rc::new(ProcessPoints::new(group.clone())), || {
+        split.forward(&ono_models::ModelInput::new(&lpos, &lfx), true)
+    })
+    .unwrap();
+    let w = weights(&out.size()).narrow(1, start, len);
+    (&got * &w).sum(Kind::Double).backward();
+    let mut worst = max_diff(&got, &out.narrow(1, start, len));
+    let (mine, theirs) = (split.var_store().variables(), whole.var_store().variables());
+    // In one order on every process: each gradient is a collective.
+    let mut names: Vec<&String> = mine.keys().collect();
+    names.sort();
+    for name in names {
+        let (t, full) = (&mine[name], &theirs[name]);
+        if t.requires_grad() {
+            let g = t.grad();
+            let g = if g.defined() { g } else { t.zeros_like() };
+            group.all_reduce_sum(&[g.shallow_clone()]).unwrap();
+            let d = max_diff(&g, &full.grad());
+            assert!(d <= TOL, "{arch}: gradient of {name} differs by {d:e}");
+            worst = worst.max(d);
+        } else {
+            // Running statistics: the same on every process as on one.
+            let d = max_diff(t, full);
+            assert!(d <= TOL, "{arch}: {name} differs by {d:e}");
+            worst = worst.max(d);
+        }
+    }
+    worst
+}
+
+#[test]
+fn child_models() {
+    if !is_child() {
+        return;
+    }
+    let launch = Launch::from_env().unwrap().unwrap();
+    let group =
+        Rc::new(ProcessGroup::new(&launch, Backend::Gloo, Duration::from_secs(60)).unwrap());
+    let (rank, world) = (group.rank(), group.world());
+    let share = shares(world)[rank];
+    let models = [
+        // The paper's Elasticity ONO with the linear-transformer block (its Nyström block needs
+        // every point).
+        (
+            "ono",
+            "elasticity",
+            serde_json::json!({"nn_block": "linear_transformer", "n_layers": 2}),
+        ),
+        ("transolver", "elasticity", serde_json::json!({})),
+    ];
+    for case in &models {
+        let arch = case.0;
+        let worst = compare_model(case, &group, share);
+        assert!(worst <= TOL, "{arch} on {world} ranks: {worst:e}");
+        println!("rank {rank}: {arch} on {world} ranks: {worst:e}");
+    }
     group.barrier().unwrap();
 }

@@ -4,9 +4,11 @@ use tch::{Kind, Tensor};
 
 use super::linear::lowest_value;
 use super::{check_qkv, key_weight};
-use crate::{points, Result};
+use crate::Result;
 
-/// out = softmax(Q Kᵀ / √d) V over the keys; padded keys (mask 0) get zero weight.
+/// out = softmax(Q Kᵀ / √d) V over the keys; padded keys (mask 0) get zero weight. The keys are
+/// all there are: a layer that attends over a sample's points refuses split points itself
+/// (Transolver's slice tokens, replicated on every process, are not points).
 ///
 /// # Shapes
 /// - `q`: (B, H, Nq, d); `k`: (B, H, Nk, d); `v`: (B, H, Nk, dv)
@@ -14,10 +16,6 @@ use crate::{points, Result};
 /// - returns: (B, H, Nq, dv)
 pub fn softmax(q: &Tensor, k: &Tensor, v: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
     const OP: &str = "softmax";
-    points::refuse(
-        "softmax attention over points",
-        "each query's weights are normalized over every key",
-    )?;
     let s = check_qkv(OP, q, k, v)?;
     let mut scores = q
         .f_matmul(&k.f_transpose(-2, -1)?)?

@@ -34,7 +34,7 @@ pub use config::{
 };
 pub use scaler_sizes::{get_scaler_sizes, ScalerSizes};
 
-use ono_kernels::health;
+use ono_kernels::{health, points};
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -368,7 +368,8 @@ impl GalerkinTransformer {
         let c = &self.cfg;
         let ps = input.pos.size();
         let (b, n) = match ps[..] {
-            [b, n, p] if b > 0 && n > 0 && p == c.space_dim => (b, n),
+            // A process's share of split points may be empty (ono_kernels::points).
+            [b, n, p] if b > 0 && (n > 0 || points::split()) && p == c.space_dim => (b, n),
             _ => {
                 return Err(Error::Shape {
                     op: OP,

@@ -1,7 +1,7 @@
 //! ONO's configuration: the reference's `ONO2(...)` constructor arguments, their validation, the
 //! blocks' settings, and the checks of a forward pass's inputs against them.
 
-use ono_kernels::health;
+use ono_kernels::{health, points};
 use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 use tch::Tensor;
@@ -130,7 +130,8 @@ impl OnoConfig {
         const OP: &str = "Ono::forward";
         let (ps, fs) = (pos.size(), fx.size());
         let [b, n] = match ps[..] {
-            [b, n, s] if s == self.space_dim && b > 0 && n > 0 => [b, n],
+            // A process's share of split points may be empty (ono_kernels::points).
+            [b, n, s] if s == self.space_dim && b > 0 && (n > 0 || points::split()) => [b, n],
             _ => {
                 return Err(Error::Shape {
                     op: OP,

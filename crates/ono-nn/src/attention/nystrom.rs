@@ -82,6 +82,10 @@ impl NystromAttention {
         pinv: &mut dyn FnMut(&Tensor) -> ono_kernels::Result<Tensor>,
     ) -> Result<Tensor> {
         const OP: &str = "NystromAttention";
+        ono_kernels::points::refuse(
+            "Nyström attention",
+            "its landmarks are means over segments of the whole sequence",
+        )?;
         check_masked_input(OP, x, self.dim, mask)?;
         let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
         let out = match mask {

@@ -22,6 +22,7 @@
 //! Variables (NSL's names): `temperature` (1, H, 1, 1), `in_project_x.*`, `in_project_fx.*`,
 //! `in_project_slice.*`, `to_q.weight`, `to_k.weight`, `to_v.weight`, `to_out.0.*`.
 
+use ono_kernels::points;
 use tch::nn::{Init, Path};
 use tch::Tensor;
 
@@ -247,10 +248,12 @@ impl PhysicsAttention {
             Some(m) => w.f_mul(&m.f_to_kind(kind)?.f_view([size[0], 1, n, 1])?)?,
             None => w.shallow_clone(),
         };
-        let norm = w_in
-            .f_sum_dim_intlist(2, false, kind)?
-            .f_add_scalar(SLICE_EPS)?; // (B, H, G)
-        let tokens = matmul(&w_in.f_transpose(-2, -1)?, &fx_mid)?.f_div(&norm.f_unsqueeze(-1)?)?; // (B, H, G, d)
+        // The slices' weights and weighted sums over every process's points when the points are
+        // split ([`ono_kernels::points`]); the slice tokens are then the same on every process.
+        let norm =
+            points::sum(&w_in.f_sum_dim_intlist(2, false, kind)?)?.f_add_scalar(SLICE_EPS)?; // (B, H, G)
+        let tokens = points::sum(&matmul(&w_in.f_transpose(-2, -1)?, &fx_mid)?)?
+            .f_div(&norm.f_unsqueeze(-1)?)?; // (B, H, G, d)
         let out = ono_kernels::attention::softmax(
             &self.to_q.forward(&tokens)?,
             &self.to_k.forward(&tokens)?,

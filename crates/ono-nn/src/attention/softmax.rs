@@ -36,6 +36,7 @@ impl SoftmaxAttention {
     /// - `x`: (B, N, dim), `mask`: (B, N)
     /// - returns: (B, N, dim)
     pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        needs_every_key()?;
         check_masked_input("SoftmaxAttention", x, self.dim, mask)?;
         let (q, k, v) = qkv_heads(&self.to_qkv, x, self.heads)?;
         let out = ono_kernels::attention::softmax(&q, &k, &v, mask)?;
@@ -53,6 +54,7 @@ impl SoftmaxAttention {
         context: &Tensor,
         context_mask: Option<&Tensor>,
     ) -> Result<Tensor> {
+        needs_every_key()?;
         check_cross_input(
             ("SoftmaxAttention", "SoftmaxAttention (context)"),
             x,
@@ -64,4 +66,13 @@ impl SoftmaxAttention {
         let out = ono_kernels::attention::softmax(&q, &k, &v, context_mask)?;
         self.to_out.forward(&merge_heads(&out)?)
     }
+}
+
+/// Refuses split points ([`ono_kernels::points`]): a query's softmax weights are normalized over
+/// every key of the sample.
+fn needs_every_key() -> Result<()> {
+    Ok(ono_kernels::points::refuse(
+        "softmax attention over points",
+        "each query's weights are normalized over every key",
+    )?)
 }
