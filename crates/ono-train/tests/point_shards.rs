@@ -2,7 +2,12 @@
 //! processes (Gloo, float64; one process holding no points): every output row, and the gradient
 //! of every input row, equals one process's on the whole sample within 1e-10. Two faulty groups
 //! must fail the same comparison: one that leaves the forward all-reduce out, and one whose
-//! backward is a detach. A kernel that needs every point is refused by name.
+//! backward is a detach. A kernel that needs every point is refused by name. Then whole models
+//! (ONO with the linear-transformer block, Transolver, GNOT): one training forward and backward
+//! on the shares gives one process's outputs, parameter gradients (the processes' shares summed)
+//! and running statistics (ONO's EMA covariances) within 1e-10. (The Galerkin Transformer's
+//! models have a spectral decoder or grid CNNs, which need every point and are refused; its
+//! Galerkin attention is the kernel above.)
 
 // Processes need the c10d shim (ono-train's `dist` feature, on in the workspace's tests).
 #![cfg(feature = "dist")]
@@ -359,6 +364,7 @@ fn child_models() {
             serde_json::json!({"nn_block": "linear_transformer", "n_layers": 2}),
         ),
         ("transolver", "elasticity", serde_json::json!({})),
+        ("gnot", "gnot", serde_json::json!({"n_layers": 2})),
     ];
     for case in &models {
         let arch = case.0;

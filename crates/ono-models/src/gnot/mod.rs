@@ -26,7 +26,7 @@ mod reference;
 
 pub use config::{GnotConfig, GnotModel};
 
-use ono_kernels::health;
+use ono_kernels::{health, points};
 use tch::nn::Path;
 use tch::{Kind, Tensor};
 
@@ -233,7 +233,8 @@ impl Gnot {
         let c = &self.cfg;
         let ps = input.pos.size();
         let (b, t) = match ps[..] {
-            [b, t, p] if b > 0 && t > 0 && p == c.space_dim => (b, t),
+            // A process's share of split points may be empty (ono_kernels::points).
+            [b, t, p] if b > 0 && (t > 0 || points::split()) && p == c.space_dim => (b, t),
             _ => {
                 return Err(Error::Shape {
                     op: OP,
@@ -285,7 +286,7 @@ impl Gnot {
         for (l, (f, &ch)) in input.functions.iter().zip(&c.function_dims).enumerate() {
             let s = f.values.size();
             match s[..] {
-                [fb, n, fc] if fb == b && n > 0 && fc == ch => {
+                [fb, n, fc] if fb == b && (n > 0 || points::split()) && fc == ch => {
                     mask(f.mask, n, &format!("input function {l}'s"))?
                 }
                 _ => {
