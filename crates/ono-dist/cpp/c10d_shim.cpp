@@ -1,5 +1,5 @@
 // The C side of ono-dist: torch's own c10d (TCPStore, PrefixStore, ProcessGroupGloo and, when
-// built with ONO_NCCL, ProcessGroupNCCL) behind seven extern "C" functions, one of them a
+// built with ONO_NCCL, ProcessGroupNCCL) behind six extern "C" functions, one of them a
 // differentiable all-reduce (an autograd node of its own).
 //
 // Rules every function keeps:
@@ -175,14 +175,16 @@ void* ono_dist_create(const char* addr, uint16_t port, int rank, int world, int 
   });
 }
 
-// Sums each tensor in place over all ranks.
-int ono_dist_all_reduce_sum(void* h, const at::Tensor* const* ts, int n, char* err,
-                            size_t errlen) {
+// Reduces each tensor in place over all ranks: op 0 sums (ONO_SUM), op 1 takes the elementwise
+// maximum (ONO_MAX), as in src/ffi.rs.
+int ono_dist_all_reduce(void* h, const at::Tensor* const* ts, int n, int op, char* err,
+                        size_t errlen) {
   auto g = static_cast<Group*>(h);
   return guarded<int>(err, errlen, -1, [&] {
+    TORCH_CHECK(op == 0 || op == 1, "unknown reduction code ", op);
     return each(g, ts, n, [&](std::vector<at::Tensor>& one) {
       c10d::AllreduceOptions o;
-      o.reduceOp = c10d::ReduceOp::SUM;
+      o.reduceOp = op == 0 ? c10d::ReduceOp::SUM : c10d::ReduceOp::MAX;
       return g->backend->allreduce(one, o);
     });
   });
@@ -309,17 +311,5 @@ int ono_dist_all_reduce_sum_grad(void* h, const at::Tensor* x, at::Tensor** out,
   });
 }
 
-// Replaces each tensor, in place, by its elementwise maximum over all ranks (no gradient).
-int ono_dist_all_reduce_max(void* h, const at::Tensor* const* ts, int n, char* err,
-                            size_t errlen) {
-  auto g = static_cast<Group*>(h);
-  return guarded<int>(err, errlen, -1, [&] {
-    return each(g, ts, n, [&](std::vector<at::Tensor>& one) {
-      c10d::AllreduceOptions o;
-      o.reduceOp = c10d::ReduceOp::MAX;
-      return g->backend->allreduce(one, o);
-    });
-  });
-}
 
 }  // extern "C"

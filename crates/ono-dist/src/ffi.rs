@@ -8,6 +8,10 @@ use torch_sys::C_tensor;
 pub const GLOO: c_int = 0;
 pub const NCCL: c_int = 1;
 
+/// Reduction codes of `ono_dist_all_reduce`.
+pub const SUM: c_int = 0;
+pub const MAX: c_int = 1;
+
 /// `*stage` after a failed `ono_dist_create`: the TCPStore (the rendezvous) failed.
 pub const STAGE_STORE: c_int = 1;
 
@@ -29,10 +33,11 @@ extern "C" {
         errlen: usize,
     ) -> *mut c_void;
 
-    pub fn ono_dist_all_reduce_sum(
+    pub fn ono_dist_all_reduce(
         h: *mut c_void,
         ts: *const *const C_tensor,
         n: c_int,
+        op: c_int,
         err: *mut c_char,
         errlen: usize,
     ) -> c_int;
@@ -52,14 +57,6 @@ extern "C" {
         h: *mut c_void,
         x: *const C_tensor,
         out: *mut *mut C_tensor,
-        err: *mut c_char,
-        errlen: usize,
-    ) -> c_int;
-
-    pub fn ono_dist_all_reduce_max(
-        h: *mut c_void,
-        ts: *const *const C_tensor,
-        n: c_int,
         err: *mut c_char,
         errlen: usize,
     ) -> c_int;
@@ -119,10 +116,11 @@ mod absent {
 
     /// # Safety
     /// `err` valid for writes of `errlen` bytes.
-    pub unsafe fn ono_dist_all_reduce_sum(
+    pub unsafe fn ono_dist_all_reduce(
         _h: *mut c_void,
         _ts: *const *const C_tensor,
         _n: c_int,
+        _op: c_int,
         err: *mut c_char,
         errlen: usize,
     ) -> c_int {
@@ -165,19 +163,6 @@ mod absent {
             *out = std::ptr::null_mut();
             refuse(err, errlen)
         }
-    }
-
-    /// # Safety
-    /// `err` valid for writes of `errlen` bytes.
-    pub unsafe fn ono_dist_all_reduce_max(
-        _h: *mut c_void,
-        _ts: *const *const C_tensor,
-        _n: c_int,
-        err: *mut c_char,
-        errlen: usize,
-    ) -> c_int {
-        // SAFETY: as the caller promises.
-        unsafe { refuse(err, errlen) }
     }
 
     /// # Safety

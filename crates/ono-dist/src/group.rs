@@ -198,15 +198,7 @@ impl ProcessGroup {
     /// own (not into the others); all must be contiguous, which c10d needs to send them as they
     /// lie in memory. An empty slice does nothing (and sends nothing).
     pub fn all_reduce_sum(&self, tensors: &[Tensor]) -> Result<()> {
-        const OP: &str = "all_reduce_sum";
-        let ptrs = tensor_ptrs(OP, tensors)?;
-        if ptrs.is_empty() {
-            return Ok(());
-        }
-        self.call(OP, |h, err, len| {
-            // SAFETY: `ptrs` point at live tensors for the call's duration.
-            unsafe { ffi::ono_dist_all_reduce_sum(h, ptrs.as_ptr(), ptrs.len() as c_int, err, len) }
-        })
+        self.all_reduce("all_reduce_sum", ffi::SUM, tensors)
     }
 
     /// Overwrites each tensor, in place, with rank `root`'s. Contiguous tensors only; an empty
@@ -270,14 +262,20 @@ impl ProcessGroup {
     /// Replaces each tensor, in place, by its elementwise maximum over all ranks (no gradient).
     /// Contiguous tensors only; an empty slice does nothing.
     pub fn all_reduce_max(&self, tensors: &[Tensor]) -> Result<()> {
-        const OP: &str = "all_reduce_max";
-        let ptrs = tensor_ptrs(OP, tensors)?;
+        self.all_reduce("all_reduce_max", ffi::MAX, tensors)
+    }
+
+    /// Reduces each tensor in place by `code` (`ffi::SUM`, `ffi::MAX`).
+    fn all_reduce(&self, op: &'static str, code: c_int, tensors: &[Tensor]) -> Result<()> {
+        let ptrs = tensor_ptrs(op, tensors)?;
         if ptrs.is_empty() {
             return Ok(());
         }
-        self.call(OP, |h, err, len| {
+        self.call(op, |h, err, len| {
             // SAFETY: `ptrs` point at live tensors for the call's duration.
-            unsafe { ffi::ono_dist_all_reduce_max(h, ptrs.as_ptr(), ptrs.len() as c_int, err, len) }
+            unsafe {
+                ffi::ono_dist_all_reduce(h, ptrs.as_ptr(), ptrs.len() as c_int, code, err, len)
+            }
         })
     }
 
