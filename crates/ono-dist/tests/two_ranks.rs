@@ -22,6 +22,14 @@ fn child_launch() -> Launch {
     launch
 }
 
+/// A child's launch and its Gloo group (20 s timeout), or a panic naming the rank.
+fn child_gloo_group() -> (Launch, ProcessGroup) {
+    let launch = child_launch();
+    let pg = ProcessGroup::new(&launch, Backend::Gloo, Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("rank {}: {e}", launch.rank));
+    (launch, pg)
+}
+
 // --- 1. collectives ---------------------------------------------------------------------------
 
 #[test]
@@ -57,9 +65,7 @@ fn child_collectives() {
     if !is_child() {
         return;
     }
-    let launch = child_launch();
-    let pg = ProcessGroup::new(&launch, Backend::Gloo, Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("rank {}: {e}", launch.rank));
+    let (launch, pg) = child_gloo_group();
     let (rank, world) = (pg.rank(), pg.world());
     assert_eq!((rank, world, pg.backend()), (launch.rank, 2, Backend::Gloo));
 
@@ -150,9 +156,7 @@ fn child_differentiable_sum() {
     if !is_child() {
         return;
     }
-    let launch = child_launch();
-    let pg = ProcessGroup::new(&launch, Backend::Gloo, Duration::from_secs(20))
-        .unwrap_or_else(|e| panic!("rank {}: {e}", launch.rank));
+    let (_, pg) = child_gloo_group();
     let (rank, world) = (pg.rank(), pg.world());
     assert_eq!(world, 3);
 
