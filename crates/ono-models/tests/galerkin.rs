@@ -507,12 +507,22 @@ fn scaler_grid_configurations() {
         ..gt2d.clone()
     };
     assert!(matches!(both.validate(), Err(Error::Config(_))));
-    // The pointwise decoder and the coarse output belong to the 2-D model.
+    // The 1-D model's pointwise decoder has the reference's two hidden layers, whatever
+    // num_regressor_layers says (SimpleTransformer does not pass it on): another value is
+    // refused by name.
     let one_d = GalerkinConfig {
         decoder: ono_models::galerkin::GalerkinDecoder::Pointwise,
         ..GalerkinConfig::preset("burgers").unwrap()
     };
-    assert!(matches!(one_d.validate(), Err(Error::Config(_))));
+    one_d.validate().unwrap();
+    let three = GalerkinConfig {
+        num_regressor_layers: 3,
+        ..one_d
+    };
+    match three.validate() {
+        Err(Error::Config(m)) => assert!(m.contains("num_regressor_layers 3"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// `get_scaler_sizes` against the reference function itself on the 5,139 pairs of

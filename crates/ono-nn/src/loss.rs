@@ -1,6 +1,7 @@
 //! The relative L2 loss of the reference (`testloss.py`, `TestLoss.rel`): the one implementation
 //! every crate uses (training loss, metrics, reference checks), with an optional padding mask.
 
+use ono_kernels::points;
 use serde::{Deserialize, Serialize};
 use tch::Tensor;
 
@@ -20,7 +21,8 @@ pub enum Reduction {
 
 /// ‖pred_b − target_b‖₂ / ‖target_b‖₂ per sample over the flattened tensor, with no epsilon
 /// (a zero target gives Inf/NaN, as the reference). With `mask`, only the real points of a
-/// ragged batch count: padded points (false) are left out of both norms.
+/// ragged batch count: padded points (false) are left out of both norms. Over split points
+/// (`ono_kernels::points`) both norms are the whole sample's, on every process.
 ///
 /// # Shapes
 /// - `pred`, `target`: (B, N, ...) of equal shape
@@ -60,11 +62,24 @@ pub fn relative_l2(
         p = p.f_mul(&m)?;
         t = t.f_mul(&m)?;
     }
-    let p = p.f_reshape([b, -1])?;
-    let t = t.f_reshape([b, -1])?;
     let dim = &[1i64][..];
-    let num = p.f_sub(&t)?.f_norm_scalaropt_dim(2, dim, false)?;
-    let den = t.f_norm_scalaropt_dim(2, dim, false)?;
+    let (num, den) = if points::split() {
+        // This process holds a share of each sample's points: the squared norms are summed
+        // over the processes (a differentiable all-reduce), so every process holds the whole
+        // sample's loss. `flatten`, not `reshape(b, -1)`: a share may hold no points.
+        let (p, t) = (p.f_flatten(1, -1)?, t.f_flatten(1, -1)?);
+        let norm = |x: &Tensor| -> Result<Tensor> {
+            let sq = x.f_square()?.f_sum_dim_intlist(dim, false, x.kind())?;
+            Ok(points::sum(&sq)?.f_sqrt()?)
+        };
+        (norm(&p.f_sub(&t)?)?, norm(&t)?)
+    } else {
+        let (p, t) = (p.f_reshape([b, -1])?, t.f_reshape([b, -1])?);
+        (
+            p.f_sub(&t)?.f_norm_scalaropt_dim(2, dim, false)?,
+            t.f_norm_scalaropt_dim(2, dim, false)?,
+        )
+    };
     let per = num.f_div(&den)?;
     Ok(match reduction {
         Reduction::Sum => per.f_sum(per.kind())?,

@@ -55,7 +55,7 @@ pub fn linear_transformer(
 /// # Shapes
 /// - `k`: (B, H, Nk, d); `v`: (B, H, Nk, dv); Nk may be 0 on a process
 /// - returns: (B, H, d, dv)
-fn split_context(k: &Tensor, v: &Tensor) -> Result<Tensor> {
+pub fn split_context(k: &Tensor, v: &Tensor) -> Result<Tensor> {
     let s = k.size();
     let local_max = if s[2] == 0 {
         Tensor::f_full(

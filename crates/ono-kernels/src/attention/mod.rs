@@ -23,7 +23,7 @@ mod softmax;
 pub use fourier::fourier;
 pub use galerkin::galerkin;
 pub use gnot::{gnot_cross, gnot_linear};
-pub use linear::{linear_transformer, lowest_value};
+pub use linear::{linear_transformer, lowest_value, split_context};
 pub use nystrom::{
     moore_penrose_pinv, nystrom, nystrom_front_pad, nystrom_with_pinv, NystromConfig,
 };

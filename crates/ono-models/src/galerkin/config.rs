@@ -44,9 +44,12 @@ pub enum GalerkinDecoder {
     /// Linear → SiLU → Linear.
     #[default]
     Spectral,
-    /// `PointwiseRegressor` (`pointwise`, the inverse problem's): `regressor.fc` on
-    /// [x, coordinates], `num_regressor_layers` × (Linear → activation → dropout), Linear. Only
-    /// for `fourier_transformer2d` (the reference's `SimpleTransformer` re-initialises it).
+    /// `PointwiseRegressor` (`pointwise`): num_layers × (Linear → activation → dropout),
+    /// Linear, every step per point. `fourier_transformer2d` (the inverse problem's) lifts
+    /// [x, coordinates] by `regressor.fc` first and has `num_regressor_layers` hidden layers;
+    /// `simple_transformer` has no `fc`, the reference's two hidden layers, and its
+    /// xavier_uniform(0.01) re-initialisation. With it the point model runs on split points
+    /// (`ono_kernels::points`).
     Pointwise,
 }
 
@@ -303,12 +306,14 @@ impl ArchConfig for GalerkinConfig {
             ));
         }
         let two_d = self.model == GalerkinModel::FourierTransformer2d;
-        if self.decoder == GalerkinDecoder::Pointwise && !two_d {
-            return bad(
-                "the pointwise decoder is ported for fourier_transformer2d only (the reference's \
-                 SimpleTransformer re-initialises it with xavier_uniform(0.01))"
-                    .into(),
-            );
+        // SimpleTransformer never passes num_regressor_layers to its PointwiseRegressor, whose
+        // default is 2; any other value would be silently ignored by the reference.
+        if self.decoder == GalerkinDecoder::Pointwise && !two_d && self.num_regressor_layers != 2 {
+            return bad(format!(
+                "num_regressor_layers {} with simple_transformer's pointwise decoder: the \
+                 reference builds it with 2 hidden layers whatever num_regressor_layers says",
+                self.num_regressor_layers
+            ));
         }
         if self.decoder == GalerkinDecoder::Spectral
             && self.regressor_activation != RegressorActivation::Silu

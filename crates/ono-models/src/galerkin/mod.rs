@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! SimpleTransformer:    fx → feat_extract.id → L × [x + Attn(x, pos); x + FFN(x)]
-//!                          → (B, grid…, d) → spectral decoder
+//!                          → (B, grid…, d) → spectral or pointwise decoder
 //! FourierTransformer2D: fx on the fine grid → downscaler → L × encoder layer on the coarse grid
 //!                          → upscaler to the output grid → [x, output coordinates] → regressor.fc
 //!                          → spectral or pointwise decoder → Dirichlet ring (optional)
@@ -20,6 +20,9 @@
 //! [`ono_nn::residual_spectral_conv`] on the points' grid (1-D: the N points in order); the 2-D
 //! scalers are [`ono_nn::interp_scaler`]. The reference's attention dropout is active in
 //! evaluation; [`AttentionDropout`] chooses between that and training-only dropout (default).
+//! Over split points (`ono_kernels::points`) only `simple_transformer` with the pointwise
+//! decoder runs: its Galerkin attention's sums are global, everything else is per point; the
+//! spectral decoder and the 2-D scalers are refused by name.
 //! Fixtures: `fixtures/galerkin` (`gt1d_small`, `ft1d_small`, `gt2d_small`, `inv2d_small`).
 
 mod config;
@@ -188,12 +191,14 @@ impl GalerkinTransformer {
             GalerkinDecoder::Pointwise => Regressor::Pointwise(
                 PointwiseRegressorConfig {
                     in_dim: cfg.n_hidden,
-                    coord_dim: cfg.space_dim,
+                    coord_dim: two_d.then_some(cfg.space_dim),
                     hidden: cfg.n_hidden,
                     out_dim: cfg.out_dim,
                     layers: cfg.num_regressor_layers,
                     activation: cfg.regressor_activation,
                     dropout: cfg.decoder_dropout,
+                    // SimpleTransformer._initialize_layer(self.regressor).
+                    xavier_gain: (!two_d).then_some(1e-2),
                 }
                 .init(&reg)?,
             ),
@@ -272,7 +277,7 @@ impl GalerkinTransformer {
         let mut fits =
             shape.len() == d && shape.iter().all(|&s| s > 0) && shape.iter().product::<i64>() == n;
         let mut expected = format!("a {d}-D grid of the {n} points");
-        if self.scalers.is_none() {
+        if self.scalers.is_none() && self.cfg.decoder == GalerkinDecoder::Spectral {
             let m = self.cfg.fourier_modes;
             fits &= shape
                 .iter()
@@ -388,7 +393,25 @@ impl GalerkinTransformer {
                 })
             }
         };
-        let shape = self.grid_shape(input, n)?;
+        if self.scalers.is_some() {
+            points::refuse(
+                "fourier_transformer2d's down- and upscaler",
+                "interpolations and convolutions over the whole grid",
+            )?;
+        }
+        let pointwise = self.scalers.is_none() && c.decoder == GalerkinDecoder::Pointwise;
+        if !pointwise {
+            points::refuse(
+                "the Galerkin Transformer's spectral decoder",
+                "a Fourier transform over the whole grid",
+            )?;
+        }
+        // The point model's pointwise decoder reads no grid: the points stay a list.
+        let shape = if pointwise {
+            vec![n]
+        } else {
+            self.grid_shape(input, n)?
+        };
         let query = match &self.scalers {
             Some((_, _, sizes)) => self.output_points(input, &shape, sizes, b)?,
             None => None,
@@ -516,12 +539,7 @@ impl GalerkinTransformer {
     /// (the 2-D model) → (B, grid…, out_dim).
     fn decode(&self, x: &Tensor, coords: Option<&Tensor>, train: bool) -> Result<Tensor> {
         match &self.decoder {
-            Regressor::Pointwise(reg) => {
-                let coords = coords.ok_or_else(|| {
-                    Error::Config(format!("{ARCH}: the pointwise decoder reads coordinates"))
-                })?;
-                reg.forward(x, coords, train)
-            }
+            Regressor::Pointwise(reg) => reg.forward(x, coords, train),
             Regressor::Spectral {
                 fc,
                 layers,

@@ -228,7 +228,7 @@ fn supported_decoder(kw: &Value, two_d: bool) -> Result<GalerkinDecoder> {
     }
     let decoder = match (text("decoder_type"), two_d) {
         (Some("ifft"), false) | (Some("ifft2"), true) => GalerkinDecoder::Spectral,
-        (Some("pointwise"), true) => GalerkinDecoder::Pointwise,
+        (Some("pointwise"), _) => GalerkinDecoder::Pointwise,
         (other, _) => return Err(unsupported(format!("decoder_type {other:?}"))),
     };
     if two_d {

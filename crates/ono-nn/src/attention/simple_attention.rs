@@ -8,6 +8,8 @@
 //! or score matrix on every forward, evaluation included ([`AttentionDropout::Reference`]); by
 //! default this port drops the matrix with the configured probability in training only.
 
+use ono_kernels::attention::split_context;
+use ono_kernels::points;
 use serde::{Deserialize, Serialize};
 use tch::nn::{Init, Path};
 use tch::Tensor;
@@ -205,7 +207,8 @@ impl SimpleAttention {
         let c = &self.cfg;
         let size = x.size();
         let (b, n) = match size[..] {
-            [b, n, d] if d == c.dim && n > 0 => (b, n),
+            // A process's share of split points may be empty (ono_kernels::points).
+            [b, n, d] if d == c.dim && (n > 0 || points::split()) => (b, n),
             _ => {
                 return Err(Error::Shape {
                     op: OP,
@@ -242,15 +245,43 @@ impl SimpleAttention {
         let width = d_k + c.pos_dim;
         let out = match c.kind {
             GalerkinAttentionKind::Galerkin | GalerkinAttentionKind::Linear => {
-                let (q, k) = if c.kind == GalerkinAttentionKind::Linear {
-                    (q.f_softmax(-1, q.kind())?, k.f_softmax(-2, k.kind())?)
+                let linear = c.kind == GalerkinAttentionKind::Linear;
+                let q = if linear {
+                    q.f_softmax(-1, q.kind())?
                 } else {
-                    (q, k)
+                    q
                 };
-                let context = matmul(&k.f_transpose(-2, -1)?, &v)?.f_div_scalar(n)?;
+                let context = if points::split() {
+                    // Kᵀ V and n summed over every process's points; the keys' softmax over the
+                    // points with the global maximum and sum.
+                    let kv = if linear {
+                        split_context(&k, &v)? // already summed over the processes
+                    } else {
+                        points::sum(&matmul(&k.f_transpose(-2, -1)?, &v)?)?
+                    };
+                    let count = Tensor::f_full([1], n as f64, (kv.kind(), kv.device()))?;
+                    kv.f_div(&points::sum(&count)?)?
+                } else {
+                    let k = if linear {
+                        k.f_softmax(-2, k.kind())?
+                    } else {
+                        k
+                    };
+                    matmul(&k.f_transpose(-2, -1)?, &v)?.f_div_scalar(n)?
+                };
                 matmul(&q, &self.drop(&context, train)?)?
             }
             GalerkinAttentionKind::Fourier | GalerkinAttentionKind::Softmax => {
+                match c.kind {
+                    GalerkinAttentionKind::Softmax => points::refuse(
+                        "softmax attention over points",
+                        "each query's weights are normalized over every key",
+                    )?,
+                    _ => points::refuse(
+                        "Fourier-type attention",
+                        "its N × N product pairs every query with every key",
+                    )?,
+                }
                 let scores =
                     matmul(&q, &k.f_transpose(-2, -1)?)?.f_div_scalar((width as f64).sqrt())?;
                 let scores = if c.kind == GalerkinAttentionKind::Softmax {
