@@ -5,7 +5,9 @@
 //! The oracle: two processes with one micro-batch each must train exactly what one process
 //! accumulating the same two micro-batches trains (`accumulate_steps = 2`), in float64, to
 //! 1e-10: parameters, ONO's EMA covariances and the other buffers, the logged losses and the test
-//! errors. Killing a rank with SIGKILL mid-epoch and relaunching with `--resume` must end where
+//! errors. Point sharding (`parallel = "points"`) is launched the same way: 2 and 3 processes,
+//! each holding a share of every sample's points, must train what one process trains on whole
+//! samples. Killing a rank with SIGKILL mid-epoch and relaunching with `--resume` must end where
 //! an uninterrupted run ends. Mismatched configurations, an unreachable rendezvous and a dead
 //! rank are errors within the timeout, never hangs.
 
@@ -79,6 +81,8 @@ fn grid_dataset(path: &Path) {
 /// batches of 4 (10 samples: steps of 4, 4 and 2), clipping on.
 fn experiment(dir: &Path, name: &str, arch: &str, extra: &str, epochs: u64) -> PathBuf {
     let model = match arch {
+        // ONO with its linear-transformer block: every sum over points it makes can be split.
+        "ono-points" => "preset = \"ns2d\"\n[model.overrides]\nn_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4\nnn_block = \"linear_transformer\"",
         "fno" => "arch = \"fno2d\"\npreset = \"darcy\"\n[model.overrides]\nmodes = [3, 3]\nwidth = 6\nn_layers = 2\npadding = [0, 0]\nproj_hidden = 8",
         _ => "preset = \"ns2d\"\n[model.overrides]\nn_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4",
     };
@@ -115,17 +119,33 @@ panels = 0
 
 /// `torchrun --no-python --nproc-per-node 2 ono train CONFIG --quiet [--resume]`.
 fn torchrun_train(torchrun: &Path, config: &Path, resume: bool, tag: &str) -> Command {
+    torchrun_train_on(torchrun, 2, config, resume, tag)
+}
+
+/// [`torchrun_train`] on `nproc` processes.
+fn torchrun_train_on(
+    torchrun: &Path,
+    nproc: usize,
+    config: &Path,
+    resume: bool,
+    tag: &str,
+) -> Command {
     let mut c = Command::new(torchrun);
-    c.args(["--nproc-per-node", "2", "--master-addr", "127.0.0.1"])
-        .arg(format!("--master-port={}", free_port()))
-        .arg("--no-python")
-        .arg(env!("CARGO_BIN_EXE_ono"))
-        .arg("train")
-        .arg(config)
-        .arg("--quiet")
-        .env("OMP_NUM_THREADS", "1")
-        .env("ONO_DIST_TIMEOUT", "60")
-        .env("ONO_TEST_TAG", tag);
+    c.args([
+        "--nproc-per-node",
+        &nproc.to_string(),
+        "--master-addr",
+        "127.0.0.1",
+    ])
+    .arg(format!("--master-port={}", free_port()))
+    .arg("--no-python")
+    .arg(env!("CARGO_BIN_EXE_ono"))
+    .arg("train")
+    .arg(config)
+    .arg("--quiet")
+    .env("OMP_NUM_THREADS", "1")
+    .env("ONO_DIST_TIMEOUT", "60")
+    .env("ONO_TEST_TAG", tag);
     if resume {
         c.arg("--resume");
     }
@@ -475,4 +495,87 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Point sharding as users launch it: 2 and 3 processes (64 points: 32 + 32, 22 + 21 + 21),
+/// each with its share of every sample's points, train what one process trains on whole samples
+/// (no accumulation: each step is the whole batch's forward on every process), to 1e-10 in
+/// float64: parameters, EMA covariances, losses and test errors. Rank 0 alone reports. A model
+/// whose layer needs every point is refused at its first step, by the operation's name.
+#[test]
+fn points_split_over_processes_train_what_one_process_trains() {
+    let Some(torchrun) = torchrun() else {
+        eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
+        return;
+    };
+    let dir = temp_dir("points-oracle");
+    grid_dataset(&dir.join("grid.safetensors"));
+    let points = "parallel = \"points\"";
+    let one = experiment(&dir, "one", "ono-points", "", 2);
+    let mut c = ono();
+    c.current_dir(&dir).arg("train").arg(&one).arg("--quiet");
+    ok(&output(c));
+    let last = |name: &str| dir.join(name).join("checkpoints/last.safetensors");
+    for nproc in [2, 3] {
+        let name = format!("points-{nproc}");
+        let split = experiment(&dir, &name, "ono-points", points, 2);
+        let mut c = torchrun_train_on(&torchrun, nproc, &split, false, "points");
+        c.current_dir(&dir);
+        let out = output(c);
+        ok(&out);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.matches("\"steps\":6").count(), 1, "{stdout}");
+        assert_close_runs(&last(&name), &last("one"), 1e-10);
+    }
+    // FNO's Fourier layers need every point.
+    let fno = experiment(&dir, "points-fno", "fno", points, 1);
+    let mut c = torchrun_train(&torchrun, &fno, false, "points-fno");
+    c.current_dir(&dir);
+    let out = output(c);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("needs every point of a sample at once"),
+        "{err}"
+    );
+}
+
+/// A point-sharded run killed (rank 1, SIGKILL) mid-epoch and relaunched with `--resume` ends
+/// where one uninterrupted process ends.
+#[test]
+fn a_point_sharded_run_killed_mid_epoch_resumes_to_the_uninterrupted_result() {
+    let Some(torchrun) = torchrun() else {
+        eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
+        return;
+    };
+    let dir = temp_dir("points-kill");
+    grid_dataset(&dir.join("grid.safetensors"));
+    let epochs = 8;
+    let killed = experiment(
+        &dir,
+        "killed",
+        "ono-points",
+        "parallel = \"points\"\n[checkpoint]\nevery_steps = 1",
+        epochs,
+    );
+    let whole = experiment(&dir, "whole", "ono-points", "", epochs);
+    let sidecar = dir.join("killed/checkpoints/last.json");
+    let mut c = torchrun_train(&torchrun, &killed, false, "points-kill");
+    c.current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    kill_rank_after(&mut c.spawn().unwrap(), &sidecar, 4, "points-kill", 1);
+    let at: TrainState = read_json(&sidecar).unwrap();
+    assert!(
+        at.global_step < epochs * 3,
+        "the run finished before the kill"
+    );
+    let mut c = torchrun_train(&torchrun, &killed, true, "points-resume");
+    c.current_dir(&dir);
+    ok(&output(c));
+    let mut c = ono();
+    c.current_dir(&dir).arg("train").arg(&whole).arg("--quiet");
+    ok(&output(c));
+    let last = |name: &str| dir.join(name).join("checkpoints/last.safetensors");
+    assert_close_runs(&last("killed"), &last("whole"), 1e-10);
 }

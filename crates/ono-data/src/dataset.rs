@@ -98,6 +98,16 @@ pub fn length_mask(lengths: &[i64], n: i64, device: Device) -> Result<Option<Ten
     ))
 }
 
+/// Process `rank`'s contiguous share of `n` points split over `world` processes, as
+/// `(start, len)`: the first `n mod world` processes hold one point more than the others, so a
+/// process may hold none when `n < world`.
+pub fn point_share(n: i64, rank: usize, world: usize) -> (i64, i64) {
+    let (world, rank) = (world.max(1) as i64, rank as i64);
+    let (base, extra) = (n / world, n % world);
+    let start = rank * base + rank.min(extra);
+    (start, base + i64::from(rank < extra))
+}
+
 /// Checks per-sample lengths against a padded axis of size `n` for `s` samples.
 fn check_lengths(lengths: &[i64], s: i64, n: i64, what: &str) -> std::result::Result<(), String> {
     if lengths.len() as i64 != s || lengths.iter().any(|&l| l < 0 || l > n) {
@@ -282,6 +292,41 @@ impl Split {
                 })
                 .collect::<Result<Vec<_>>>()?,
             lengths: self.lengths.as_ref().map(|l| l[..n as usize].to_vec()),
+        })
+    }
+
+    /// The points `[start, start + len)` of every sample (point sharding: this process's
+    /// share): positions, inputs, targets, loss-only channels and the real points' counts,
+    /// copied so that the whole split can be freed. Targets at query points of their own and
+    /// input functions on their own points are refused: they are not split.
+    pub fn point_share(&self, start: i64, len: i64) -> Result<Split> {
+        let n = self.points();
+        if self.query.is_some() || !self.functions.is_empty() {
+            return Err(Error::Config {
+                what: "point share".into(),
+                msg: "targets at query points and input functions on their own points are not split over points".into(),
+            });
+        }
+        if start < 0 || len < 0 || start + len > n {
+            return Err(Error::Config {
+                what: "point share".into(),
+                msg: format!("points [{start}, {}) of {n}", start + len),
+            });
+        }
+        let share =
+            |t: &Tensor| -> Result<Tensor> { Ok(t.f_narrow(1, start, len)?.f_detach_copy()?) };
+        Ok(Split {
+            fx: share(&self.fx)?,
+            y: share(&self.y)?,
+            pos: share(&self.pos)?,
+            query: None,
+            aux: self.aux.as_ref().map(share).transpose()?,
+            theta: self.theta.as_ref().map(Tensor::shallow_clone),
+            functions: Vec::new(),
+            lengths: self
+                .lengths
+                .as_ref()
+                .map(|l| l.iter().map(|&l| (l - start).clamp(0, len)).collect()),
         })
     }
 
@@ -820,6 +865,36 @@ fn interpolation_matrix(from: &Tensor, to: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Shares are contiguous, cover every point once, differ by at most one (the longer
+    /// first), and may be empty; a split's share holds exactly those rows, its lengths clamped.
+    #[test]
+    fn point_shares_cover_the_points_once() {
+        for n in 0..12 {
+            for world in 1..6 {
+                let shares: Vec<(i64, i64)> =
+                    (0..world).map(|r| point_share(n, r, world)).collect();
+                assert_eq!(shares[0].0, 0);
+                assert!(shares.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
+                assert_eq!(shares.iter().map(|s| s.1).sum::<i64>(), n);
+                assert!(shares
+                    .windows(2)
+                    .all(|w| w[0].1 >= w[1].1 && w[0].1 - w[1].1 <= 1));
+            }
+        }
+        assert_eq!(point_share(7, 2, 3), (5, 2));
+        let opts = (Kind::Double, Device::Cpu);
+        let fx = Tensor::arange(2 * 7, opts).view([2, 7, 1]);
+        let mut split = Split::new(fx.shallow_clone(), &fx * 2.0, Tensor::rand([1, 7, 2], opts));
+        split.lengths = Some(vec![7, 4]);
+        let part = split.point_share(3, 3).unwrap();
+        assert!(part.fx.equal(&fx.narrow(1, 3, 3)));
+        assert!(part.y.equal(&(&fx * 2.0).narrow(1, 3, 3)));
+        assert!(part.pos.equal(&split.pos.narrow(1, 3, 3)));
+        assert_eq!(part.lengths, Some(vec![3, 1]));
+        assert_eq!(split.point_share(6, 1).unwrap().lengths, Some(vec![1, 0]));
+        assert!(split.point_share(5, 3).is_err());
+    }
 
     fn dataset(m: i64, aux: i64) -> TensorDataset {
         let split = |s: i64| {

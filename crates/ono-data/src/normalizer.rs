@@ -235,6 +235,24 @@ impl Normalizer {
         )
     }
 
+    /// The normalizer of a contiguous share `[start, start + len)` of the points (point
+    /// sharding): statistics kept per point are narrowed to it (copied, so the whole ones can
+    /// be freed), per-channel ones kept whole.
+    pub fn point_share(&self, start: i64, len: i64) -> Result<Self> {
+        let share = |t: &Tensor| -> Result<Tensor> {
+            Ok(if self.kind.is_pointwise() && t.dim() >= 2 {
+                t.f_narrow(1, start, len)?.f_detach_copy()?
+            } else {
+                t.shallow_clone()
+            })
+        };
+        Ok(Self {
+            kind: self.kind,
+            mean: share(&self.mean)?,
+            std: share(&self.std)?,
+        })
+    }
+
     pub fn kind(&self) -> NormalizerKind {
         self.kind
     }

@@ -15,6 +15,18 @@ use crate::adamw::AdamWConfig;
 use crate::one_cycle::{Anneal, OneCycleConfig};
 use crate::{Error, Result};
 
+/// What the processes of a multi-process run split ([`TrainConfig::parallel`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Parallelism {
+    /// Each process trains a share of every optimizer step's samples (`crate::parallel`).
+    #[default]
+    Data,
+    /// Each process holds a contiguous share of every sample's points; the models' sums over
+    /// points are all-reduced (`ono_kernels::points`).
+    Points,
+}
+
 /// A whole experiment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -35,6 +47,12 @@ pub struct TrainConfig {
     /// micro-batches. Left out of the serialized form when 1.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub accumulate_steps: u64,
+    /// What the processes of a launch (torchrun, srun, mpirun) split: `data` (default), each
+    /// process a share of every step's samples; `points`, each process a contiguous share of
+    /// every sample's points, for meshes larger than one device (docs/training.md). Either
+    /// computes what one process computes. Left out of the serialized form when `data`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub parallel: Parallelism,
     /// `cpu`, `cuda` or `cuda:N`.
     #[serde(default = "default_device")]
     pub device: String,
@@ -793,6 +811,7 @@ impl TrainConfig {
     pub fn fingerprint(&self) -> Fingerprint {
         Fingerprint(TrainConfig {
             accumulate_steps: one(),
+            parallel: Parallelism::Data,
             device: default_device(),
             threads: 0,
             output_dir: PathBuf::new(),
@@ -806,8 +825,9 @@ impl TrainConfig {
 /// The keys of a [`TrainConfig`] that say how and where a run goes, not what it computes: a
 /// resumed run may change them, and its [`Fingerprint`] leaves them out. (How many processes
 /// share a step is checked apart, from the checkpoint's micro-batches.)
-const RUN_KEYS: [&str; 6] = [
+const RUN_KEYS: [&str; 7] = [
     "accumulate_steps",
+    "parallel",
     "device",
     "threads",
     "output_dir",

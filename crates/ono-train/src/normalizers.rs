@@ -96,6 +96,17 @@ impl Normalizers {
         })
     }
 
+    /// The normalizers of this process's share `[start, start + len)` of the points (point
+    /// sharding; [`Normalizer::point_share`]).
+    pub fn point_share(&self, start: i64, len: i64) -> Result<Self> {
+        Ok(Self {
+            x: self.x.point_share(start, len)?,
+            y: self.y.point_share(start, len)?,
+            pos: self.pos.point_share(start, len)?,
+            theta: self.theta.point_share(start, len)?,
+        })
+    }
+
     /// The statistics as named tensors, for a checkpoint.
     pub fn tensors(&self) -> BTreeMap<String, Tensor> {
         let mut out = self.x.tensors(Self::X);

@@ -83,8 +83,11 @@ impl Trainer {
     fn fields(&self) -> Result<Option<Fields>> {
         // Input, truth and prediction on one grid: not for query points, ragged samples, or
         // data without an input function at the points.
-        let one_grid =
-            self.test.query.is_none() && self.test.lengths.is_none() && self.test.fx.size()[2] > 0;
+        // Nor with split points: this process holds a share of each sample.
+        let one_grid = self.test.query.is_none()
+            && self.test.lengths.is_none()
+            && self.test.fx.size()[2] > 0
+            && self.point_norms.is_none();
         let (h, w) = match self.test_grid.as_deref() {
             Some(&[h, w]) if one_grid && self.cfg.log.panels > 0 && h > 0 && w > 0 => (h, w),
             _ => return Ok(None),

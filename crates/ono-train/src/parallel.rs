@@ -14,19 +14,22 @@
 //! 0's, broadcast after every step, as DDP's `broadcast_buffers`. Evaluation splits the test
 //! batches over the processes and sums their error sums; rank 0 alone logs and writes.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use ono_dist::{Backend, Launch, ProcessGroup};
 use ono_kernels::ema::Captured;
+use ono_kernels::points::PointGroup;
 use ono_models::Model;
 use tch::{Device, Kind, Tensor};
 
 use crate::adamw::{AdamW, FlatGrads};
+use crate::points::ProcessPoints;
 use crate::{Error, Result};
 
 /// The process group of a data-parallel run and what the steps exchange through it.
 pub struct DataParallel {
-    group: ProcessGroup,
+    group: Rc<ProcessGroup>,
     launch: Launch,
     /// Non-trainable variables that are not EMA covariances (BatchNorm's running statistics):
     /// rank 0's are broadcast after every step.
@@ -66,7 +69,7 @@ impl DataParallel {
             Device::Cpu => Backend::Gloo,
             _ => Backend::Nccl,
         };
-        let group = ProcessGroup::new(&launch, backend, timeout)?;
+        let group = Rc::new(ProcessGroup::new(&launch, backend, timeout)?);
         Ok(Some(Self {
             group,
             launch,
@@ -97,6 +100,11 @@ impl DataParallel {
             Device::Cpu => Device::Cpu,
             _ => Device::Cuda(launch.local_rank),
         }
+    }
+
+    /// The processes as the holders of a sample's point shares (`parallel = "points"`).
+    pub(crate) fn point_group(&self) -> Rc<dyn PointGroup> {
+        Rc::new(ProcessPoints::new(self.group.clone()))
     }
 
     /// Sums `t` over the processes, in place.

@@ -10,7 +10,7 @@ use ono_data::normalizer::NormalizerKind;
 use ono_models::{DataDims, ModelConfig, Recompute};
 use tch::{Device, Kind};
 
-use crate::config::{LossKind, ReductionName, RolloutLoss, TrainConfig};
+use crate::config::{LossKind, Parallelism, ReductionName, RolloutLoss, TrainConfig};
 use crate::data_source::resolve_data;
 use crate::loss;
 use crate::normalizers::NormalizerKinds;
@@ -113,6 +113,9 @@ fn check_data(
     loss: &LossSpec,
 ) -> Result<()> {
     check_loss(loss, data, regime)?;
+    if cfg.parallel == Parallelism::Points {
+        check_points(data, regime, loss)?;
+    }
     if loss.rollout != RolloutLoss::Sum && regime != Regime::Autoregressive {
         return Err(Error::config(
             "loss.rollout",
@@ -183,6 +186,49 @@ fn check_data(
                 ))
             }
         }
+    }
+    Ok(())
+}
+
+/// Refuses what point sharding (`parallel = "points"`) cannot split yet: everything but the
+/// steady regime on targets at the input points with the relative L2. (The models' own
+/// refusals come at their first forward, naming the operation that needs every point.)
+fn check_points(data: &TensorDataset, regime: Regime, loss: &LossSpec) -> Result<()> {
+    let refuse = |key: &str, what: String| {
+        Err(Error::config(
+            key,
+            format!("{what}; parallel = \"points\" splits steady samples whose targets are at the input points, under the relative L2"),
+        ))
+    };
+    if regime != Regime::Steady {
+        return refuse(
+            "data.regime",
+            format!("{regime:?} is not split over points yet"),
+        );
+    }
+    if data.train.query.is_some() || data.test.query.is_some() {
+        return refuse(
+            "data",
+            "targets at query points of their own are not split yet".into(),
+        );
+    }
+    if !data.train.functions.is_empty() {
+        return refuse(
+            "data.fx_as_function",
+            "input functions on their own points are not split yet".into(),
+        );
+    }
+    if loss.kind != LossKind::RelL2 {
+        return refuse(
+            "loss.kind",
+            format!("{:?} is not split over points yet", loss.kind),
+        );
+    }
+    if loss.alpha > 0.0 {
+        return refuse(
+            "loss.derivative_alpha",
+            "the derivative term differentiates on the whole grid".into(),
+        );
     }
     Ok(())
 }

@@ -93,6 +93,9 @@ pub(crate) struct StepRunner<'a> {
     pub micro_batches: u64,
     /// The other processes of a data-parallel run.
     pub parallel: Option<&'a DataParallel>,
+    /// The processes holding the other shares of the points (`parallel = "points"`): every
+    /// process trains every micro-batch on its share, inside `ono_kernels::points::scope`.
+    pub points: Option<&'a DataParallel>,
     /// Per process, its micro-batches with samples in this step.
     pub shares: &'a [usize],
     /// Training forwards per micro-batch and optimizer step (a rollout's frames, else 1).
@@ -164,6 +167,7 @@ impl StepRunner<'_> {
         layout: &dyn Fn(&Tensor) -> Result<Tensor>,
     ) -> Result<()> {
         let (y_norm, grid, spec) = (self.y_norm, self.target_grid, self.loss);
+        let optimized_weight = self.point_weight(weight);
         // GNOT's loss compares normalized values: the target is encoded instead of the output
         // decoded.
         let encoded = match spec.kind {
@@ -180,7 +184,7 @@ impl StepRunner<'_> {
                     spec.of(&pred, target, grid)?
                 }
             };
-            let loss = match weight {
+            let loss = match optimized_weight {
                 Some(w) => loss.f_mul_scalar(w)?,
                 None => loss,
             };
@@ -196,7 +200,7 @@ impl StepRunner<'_> {
             Some(s) => s.unscale_value(&loss)?,
             None => loss,
         };
-        let div = weight.unwrap_or(1.0) * report_div as f64;
+        let div = optimized_weight.unwrap_or(1.0) * report_div as f64;
         let loss = if div != 1.0 {
             loss.f_div_scalar(div)?
         } else {
@@ -217,7 +221,7 @@ impl StepRunner<'_> {
         weight: Option<f64>,
     ) -> Result<()> {
         let loss = self.loss.reduce(sum, b)?;
-        let optimized = match weight {
+        let optimized = match self.point_weight(weight) {
             Some(w) => loss.f_mul_scalar(w)?,
             None => loss.shallow_clone(),
         };
@@ -238,6 +242,11 @@ impl StepRunner<'_> {
     /// and AdamW (through the loss scaler when there is one).
     pub fn finish_step(&mut self) -> Result<()> {
         let mut grads = self.opt.gather_grads()?;
+        if let Some(p) = self.points {
+            // Every process holds the whole loss; each one's gradients are its points' share.
+            self.merge_step_losses()?;
+            p.sum_gradients(self.opt, &mut grads)?;
+        }
         if let Some(p) = self.parallel {
             self.merge_step_losses()?;
             p.sum_gradients(self.opt, &mut grads)?;
@@ -257,6 +266,16 @@ impl StepRunner<'_> {
                 }
                 self.opt.step_with(&grads)
             }
+        }
+    }
+
+    /// The factor of a micro-batch's optimized loss: `weight`, and with the points split over
+    /// P processes 1/P, since every process back-propagates the whole loss and the gradients
+    /// are summed over them (the contract of `ono_kernels::points`).
+    fn point_weight(&self, weight: Option<f64>) -> Option<f64> {
+        match self.points {
+            Some(p) if p.world() > 1 => Some(weight.unwrap_or(1.0) / p.world() as f64),
+            _ => weight,
         }
     }
 

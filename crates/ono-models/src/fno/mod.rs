@@ -95,6 +95,10 @@ impl<const D: usize> Fno<D> {
 
     /// The grid shape of an input: `input.grid`, or the N points as one axis in 1-D.
     fn grid_shape(&self, input: &ModelInput<'_>, n: i64) -> Result<Vec<i64>> {
+        ono_kernels::points::refuse(
+            "the FNO's spectral layers",
+            "a Fourier transform over the whole grid",
+        )?;
         let shape = match input.grid {
             Some(g) => g.to_vec(),
             None if D == 1 => vec![n],

@@ -204,6 +204,10 @@ pub(crate) fn enter_frame(
         refused.push(InputPart::Time);
     }
     input.refuse(arch, &refused)?;
+    ono_kernels::points::refuse(
+        "the grid models' latent grid (FNO, F-FNO, U-FNO, LSM)",
+        "the points are moved onto one whole grid",
+    )?;
     Ok(frame.enter(&FrameInput {
         pos: input.pos,
         fx: input.fx,

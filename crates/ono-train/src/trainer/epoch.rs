@@ -20,7 +20,17 @@ impl Trainer {
         for note in std::mem::take(&mut self.notes) {
             progress.println(&note);
         }
-        if let Some(p) = &self.parallel {
+        if let (Some(p), Some(_)) = (&self.parallel, &self.point_norms) {
+            progress.println(&format!(
+                "point sharding: {} processes ({} launch), this one holding {} points of every \
+                 sample; {} micro-batch(es) of the {}-sample batch",
+                p.world(),
+                p.launch().launcher,
+                self.train.points(),
+                self.accumulate,
+                self.cfg.batch_size
+            ));
+        } else if let Some(p) = &self.parallel {
             progress.println(&format!(
                 "data parallel: {} processes ({} launch), {} micro-batch(es) of the {}-sample \
                  batch in each",

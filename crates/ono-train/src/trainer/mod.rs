@@ -22,7 +22,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use ono_data::dataset::{epoch_order, mix, Split};
-use ono_kernels::{health, host};
+use ono_data::normalizer::Normalizer;
+use ono_kernels::{health, host, points};
 use ono_models::{Model, Recompute};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -123,8 +124,13 @@ pub struct Trainer {
     micro_batches: u64,
     /// Micro-batches per optimizer step in this process.
     accumulate: u64,
-    /// The other processes of a data-parallel run.
+    /// The other processes of a data-parallel or point-sharded run.
     parallel: Option<DataParallel>,
+    /// Point sharding (`parallel = "points"` in a launch of several processes): `train` and
+    /// `test` hold this process's share of every sample's points, and these normalizers
+    /// (training, test) its share of the pointwise statistics, which decode its outputs. The
+    /// whole normalizers stay in `normalizers` for the checkpoints.
+    pub(crate) point_norms: Option<(Normalizers, Normalizers)>,
     /// Said once when the run starts (how a resumed run keeps its micro-batches).
     notes: Vec<String>,
 }
@@ -278,7 +284,11 @@ impl Trainer {
         let n = idx.len();
         let ranges = micro_ranges(n, self.micro_batches as usize);
         let k = self.accumulate as usize;
-        let rank = self.parallel.as_ref().map_or(0, DataParallel::rank);
+        // With split points every process trains every micro-batch (on its points).
+        let rank = match (&self.parallel, &self.point_norms) {
+            (Some(p), None) => p.rank(),
+            _ => 0,
+        };
         let shares: Vec<usize> = ranges
             .chunks(k)
             .map(|c| c.iter().filter(|r| !r.is_empty()).count())
@@ -314,11 +324,19 @@ impl Trainer {
             Regime::Autoregressive => self.time_steps.max(1) as usize,
             _ => 1,
         };
+        let (parallel, points) = match self.point_norms {
+            Some(_) => (None, self.parallel.as_ref()),
+            None => (self.parallel.as_ref(), None),
+        };
+        let y_norm = match &self.point_norms {
+            Some((train, _)) => &train.y,
+            None => &self.normalizers.y,
+        };
         let mut runner = StepRunner {
             model: &self.model,
             opt: &mut self.opt,
             scaler: self.scaler.as_mut(),
-            y_norm: &self.normalizers.y,
+            y_norm,
             grid: self.grid.as_deref(),
             target_grid: self.target_grid.as_deref(),
             clip: self.cfg.optimizer.max_grad_norm.filter(|&m| m > 0.0),
@@ -335,14 +353,21 @@ impl Trainer {
             seed: self.cfg.seed,
             step,
             micro_batches: self.micro_batches,
-            parallel: self.parallel.as_ref(),
+            parallel,
+            points,
             shares: &shares,
             forwards,
             capture: None,
             step_start: 0,
             pending: &mut self.pending,
         };
-        self.regime.ops().train_batch(&mut runner, &step_batch)?;
+        let regime = self.regime;
+        match points {
+            Some(p) => points::scope(p.point_group(), || {
+                regime.ops().train_batch(&mut runner, &step_batch)
+            })?,
+            None => regime.ops().train_batch(&mut runner, &step_batch)?,
+        }
         Ok(lr)
     }
 
@@ -438,12 +463,14 @@ impl Trainer {
         self.unchecked = false;
         let len = parts.len();
         let world = rows.len() / len;
+        // With split points every process holds the same losses: rank 0's are the run's.
+        let holders = if self.point_norms.is_some() { 1 } else { world };
         let epoch = self.state.epoch;
         let mut sums = Vec::with_capacity(self.pending.len());
         let mut bad_loss = None;
         for (i, e) in self.pending.iter().enumerate() {
-            let x: f64 = (0..world).map(|r| rows[r * len + 2 * i]).sum();
-            let n: f64 = (0..world).map(|r| rows[r * len + 2 * i + 1]).sum();
+            let x: f64 = (0..holders).map(|r| rows[r * len + 2 * i]).sum();
+            let n: f64 = (0..holders).map(|r| rows[r * len + 2 * i + 1]).sum();
             if !x.is_finite() && bad_loss.is_none() {
                 bad_loss = Some((e.step, x));
             }
@@ -494,18 +521,25 @@ impl Trainer {
 
     /// Mean relative L2 on the test split (decoded predictions against raw targets).
     pub fn evaluate_test(&self) -> Result<RolloutErrors> {
-        crate::evaluate::evaluate_shared(
-            self.parallel.as_ref(),
-            &self.model,
-            &self.test_normalizers.y,
-            &self.test,
-            self.regime,
-            self.test_grid.as_deref(),
-            // Samples per forward pass as in training: a model trained a micro-batch at a time
-            // (samples of different sizes and no padding mask) is evaluated so too.
-            (self.cfg.batch_size.max(1) as u64).div_ceil(self.micro_batches.max(1)) as i64,
-            self.test_steps,
-        )
+        let run = |parallel: Option<&DataParallel>, y_norm: &Normalizer| {
+            crate::evaluate::evaluate_shared(
+                parallel,
+                &self.model,
+                y_norm,
+                &self.test,
+                self.regime,
+                self.test_grid.as_deref(),
+                // Samples per forward pass as in training: a model trained a micro-batch at a
+                // time (samples of different sizes and no padding mask) is evaluated so too.
+                (self.cfg.batch_size.max(1) as u64).div_ceil(self.micro_batches.max(1)) as i64,
+                self.test_steps,
+            )
+        };
+        match (&self.parallel, &self.point_norms) {
+            // Every process evaluates every batch on its points; the errors are whole-sample.
+            (Some(p), Some((_, test))) => points::scope(p.point_group(), || run(None, &test.y)),
+            _ => run(self.parallel.as_ref(), &self.test_normalizers.y),
+        }
     }
 
     fn save(&mut self, slot: Slot) -> Result<PathBuf> {

@@ -6,13 +6,14 @@
 
 use std::path::Path;
 
+use ono_data::dataset::point_share;
 use ono_models::{Model, ModelConfig};
 use tch::{Device, Kind};
 
 use super::{HostReads, Trainer};
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, TrainState};
-use crate::config::{Fingerprint, ScheduleKind, TrainConfig};
+use crate::config::{Fingerprint, Parallelism, ScheduleKind, TrainConfig};
 use crate::evaluate::normalized;
 use crate::normalizers::Normalizers;
 use crate::one_cycle::OneCycle;
@@ -76,7 +77,12 @@ impl Trainer {
         };
         let (model, mut opt, mut scaler) = build(&model_cfg, &cfg, device, kind)?;
 
-        let world = parallel.as_ref().map_or(1, |p| p.world() as u64);
+        let point_sharded = cfg.parallel == Parallelism::Points && parallel.is_some();
+        // Split points: every process trains every micro-batch, as one process would.
+        let world = match &parallel {
+            Some(p) if !point_sharded => p.world() as u64,
+            _ => 1,
+        };
         let (micro_batches, notes) = micro_batches(ckpt.as_ref(), world, &cfg, &last)?;
         let steps_per_epoch = (train.len() as u64).div_ceil(cfg.batch_size as u64);
         let schedule = schedule(&cfg, cfg.epochs * steps_per_epoch)?;
@@ -118,6 +124,23 @@ impl Trainer {
             agree(p, &state, &train, &test, resumed_at, device)?;
             p.share_model(&model)?;
         }
+        let (train, test, point_norms) = match &parallel {
+            Some(p) if point_sharded => {
+                let (rank, world) = (p.rank(), p.world());
+                let (ts, tl) = point_share(train.points(), rank, world);
+                let (es, el) = point_share(test.points(), rank, world);
+                let norms = (
+                    normalizers.point_share(ts, tl)?,
+                    test_normalizers.point_share(es, el)?,
+                );
+                (
+                    train.point_share(ts, tl)?,
+                    test.point_share(es, el)?,
+                    Some(norms),
+                )
+            }
+            _ => (train, test, None),
+        };
         Ok(Self {
             cfg,
             device,
@@ -149,6 +172,7 @@ impl Trainer {
             micro_batches,
             accumulate: micro_batches / world,
             parallel,
+            point_norms,
             notes,
         })
     }
