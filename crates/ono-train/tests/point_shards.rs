@@ -447,7 +447,10 @@ fn child_models() {
                 fault,
             });
             let (worst, what) = compare_model(case, faulty, &group, share);
-            assert!(worst.is_nan() || worst > TOL, "{arch} with {fault:?} passed: {worst:e}");
+            assert!(
+                worst.is_nan() || worst > TOL,
+                "{arch} with {fault:?} passed: {worst:e}"
+            );
             println!("rank {rank}: {arch} {fault:?} on {world} ranks: {worst:e} ({what})");
         }
     }

@@ -68,8 +68,33 @@ impl Trainer {
             None => Normalizers::fit(kinds, &data.train)?,
         };
         let test_normalizers = normalizers.for_test_split(&data)?;
-        let train = normalized(&data.train, &normalizers, device, kind)?;
-        let test = normalized(&data.test, &test_normalizers, device, kind)?;
+        let point_sharded = cfg.parallel == Parallelism::Points && parallel.is_some();
+        // Split points: this process's share of every sample, cut before the data reach the
+        // device; the normalizers are the whole training split's, their pointwise statistics
+        // cut alike.
+        let shares = match &parallel {
+            Some(p) if point_sharded => Some((
+                point_share(data.train.points(), p.rank(), p.world()),
+                point_share(data.test.points(), p.rank(), p.world()),
+            )),
+            _ => None,
+        };
+        let (train, test, point_norms) = match shares {
+            Some(((ts, tl), (es, el))) => {
+                let norms = (
+                    normalizers.point_share(ts, tl)?,
+                    test_normalizers.point_share(es, el)?,
+                );
+                let train = normalized(&data.train.point_share(ts, tl)?, &norms.0, device, kind)?;
+                let test = normalized(&data.test.point_share(es, el)?, &norms.1, device, kind)?;
+                (train, test, Some(norms))
+            }
+            None => (
+                normalized(&data.train, &normalizers, device, kind)?,
+                normalized(&data.test, &test_normalizers, device, kind)?,
+                None,
+            ),
+        };
 
         let model_cfg = match &ckpt {
             Some(c) => c.state.model.clone(),
@@ -77,7 +102,6 @@ impl Trainer {
         };
         let (model, mut opt, mut scaler) = build(&model_cfg, &cfg, device, kind)?;
 
-        let point_sharded = cfg.parallel == Parallelism::Points && parallel.is_some();
         // Split points: every process trains every micro-batch, as one process would.
         let world = match &parallel {
             Some(p) if !point_sharded => p.world() as u64,
@@ -121,26 +145,10 @@ impl Trainer {
         };
         state.micro_batches = micro_batches;
         if let Some(p) = &mut parallel {
-            agree(p, &state, &train, &test, resumed_at, device)?;
+            // The whole splits as read (a point-sharded process holds a share of them).
+            agree(p, &state, &data.train, &data.test, resumed_at, device)?;
             p.share_model(&model)?;
         }
-        let (train, test, point_norms) = match &parallel {
-            Some(p) if point_sharded => {
-                let (rank, world) = (p.rank(), p.world());
-                let (ts, tl) = point_share(train.points(), rank, world);
-                let (es, el) = point_share(test.points(), rank, world);
-                let norms = (
-                    normalizers.point_share(ts, tl)?,
-                    test_normalizers.point_share(es, el)?,
-                );
-                (
-                    train.point_share(ts, tl)?,
-                    test.point_share(es, el)?,
-                    Some(norms),
-                )
-            }
-            _ => (train, test, None),
-        };
         Ok(Self {
             cfg,
             device,
