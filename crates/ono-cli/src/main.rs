@@ -101,6 +101,10 @@ enum Cmd {
         /// cpu, cuda or cuda:N.
         #[arg(long, default_value = "cpu")]
         device: String,
+        /// Under a launcher (torchrun, srun, mpirun): each process predicts a contiguous share
+        /// of every sample's points, as a `parallel = "points"` run trains; rank 0 writes.
+        #[arg(long)]
+        split_points: bool,
     },
     /// Make datasets and inspect benchmark files.
     #[command(subcommand)]
@@ -279,9 +283,18 @@ fn dispatch(command: Cmd) -> Result<(bool, Option<Message>)> {
             device,
             format,
             split,
+            split_points,
         } => {
             predict::run(
-                checkpoint, input, output, steps, batch, &device, format, split,
+                checkpoint,
+                input,
+                output,
+                steps,
+                batch,
+                &device,
+                format,
+                split,
+                split_points,
             )?;
             None
         }

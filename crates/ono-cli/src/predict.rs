@@ -32,8 +32,12 @@ pub fn run(
     dev: &str,
     format: Format,
     split: SplitChoice,
+    split_points: bool,
 ) -> Result<()> {
     let dev = device(dev)?;
+    if split_points {
+        return on_split_points(&checkpoint, &input, &output, dev, format);
+    }
     // A dataset of `ono data import` carries how to put each sample back on its mesh.
     if let Ok(Some(manifest)) = ono_data::import::read_manifest(&input) {
         let (p, state) = Predictor::from_checkpoint(&checkpoint, dev)?;
@@ -160,6 +164,77 @@ pub fn run(
         query.as_ref().map(|q| (q, query_grid.as_deref())),
     )?;
     write_pred(&output, &pred, format)
+}
+
+/// `--split-points`: this process, one of a launch (torchrun, srun, mpirun), predicts its
+/// contiguous share of every sample's points ([`ono_data::dataset::point_share`]) with the
+/// model's sums over points all-reduced, as a point-sharded run trains; rank 0 gathers the
+/// shares and writes the whole predictions. Steady samples of one size at their input points.
+fn on_split_points(
+    checkpoint: &Path,
+    input: &Path,
+    output: &Path,
+    dev: Device,
+    format: Format,
+) -> Result<()> {
+    use ono_train::parallel::{timeout_from_env, DataParallel};
+    anyhow::ensure!(
+        !matches!(ono_data::import::read_manifest(input), Ok(Some(_))) && format != Format::Vtu,
+        "--split-points: the samples of an imported dataset (and VTU output) are not split over \
+         points yet; give a safetensors file with `fx` and `pos`"
+    );
+    let parallel = DataParallel::from_env(dev, timeout_from_env()?)?.context(
+        "--split-points: no launcher started this process; run it under torchrun, srun or mpirun",
+    )?;
+    let dev = DataParallel::device_for(parallel.launch(), dev);
+    let (p, _) = Predictor::from_checkpoint(checkpoint, dev)?;
+    let named: HashMap<String, Tensor> = Tensor::read_safetensors(input)
+        .with_context(|| format!("{}: not a readable safetensors file", input.display()))?
+        .into_iter()
+        .collect();
+    for k in ["lengths", "theta", "f0", "query"] {
+        anyhow::ensure!(
+            !named.contains_key(k),
+            "--split-points: {}: `{k}` is not split over points yet",
+            input.display()
+        );
+    }
+    let get = |k: &str| {
+        named
+            .get(k)
+            .with_context(|| format!("{}: no array `{k}`", input.display()))
+            .and_then(|t| Ok(t.f_to_kind(p.kind())?))
+    };
+    let (fx, pos) = (get("fx")?, get("pos")?);
+    let (fs, ps) = (fx.size(), pos.size());
+    anyhow::ensure!(
+        fs.len() == 3 && ps.len() == 3 && ps[1] == fs[1] && (ps[0] == 1 || ps[0] == fs[0]),
+        "{}: fx (S, N, C) and pos (1 or S, N, d) on the same points, got {fs:?} and {ps:?}",
+        input.display()
+    );
+    let n = fs[1];
+    let (start, len) = ono_data::dataset::point_share(n, parallel.rank(), parallel.world());
+    let share = |t: &Tensor| -> Result<Tensor> {
+        Ok(t.f_narrow(1, start, len)?
+            .f_expand([fs[0], len, t.size()[2]], false)?
+            .f_to_device(dev)?)
+    };
+    // The whole samples' grid, for pointwise normalizers: the file's, else the training one's.
+    let grid = match named.get("grid") {
+        Some(g) => Some(Vec::<i64>::try_from(
+            g.f_to_kind(Kind::Int64)?.f_reshape([-1])?,
+        )?),
+        None => p.grid.clone().filter(|g| g.iter().product::<i64>() == n),
+    };
+    let pred = parallel.with_split_points(|| {
+        p.predict_point_share(&share(&pos)?, &share(&fx)?, (start, len), grid.as_deref())
+            .map_err(anyhow::Error::from)
+    })?;
+    let whole = parallel.gather_point_shares(&pred, n)?;
+    if parallel.rank() == 0 {
+        write_pred(output, &whole, format)?;
+    }
+    Ok(())
 }
 
 /// What `ono predict` writes.

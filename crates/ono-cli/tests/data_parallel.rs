@@ -500,8 +500,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// Point sharding as users launch it: 2 and 3 processes (64 points: 32 + 32, 22 + 21 + 21),
 /// each with its share of every sample's points, train what one process trains on whole samples
 /// (no accumulation: each step is the whole batch's forward on every process), to 1e-10 in
-/// float64: parameters, EMA covariances, losses and test errors. Rank 0 alone reports. A model
-/// whose layer needs every point is refused at its first step, by the operation's name.
+/// float64: parameters, EMA covariances, losses and test errors. Rank 0 alone reports.
+/// `ono predict --split-points` on 3 processes writes one process's predictions. A model whose
+/// layer needs every point is refused at its first step, by the operation's name.
 #[test]
 fn points_split_over_processes_train_what_one_process_trains() {
     let Some(torchrun) = torchrun() else {
@@ -527,6 +528,59 @@ fn points_split_over_processes_train_what_one_process_trains() {
         assert_eq!(stdout.matches("\"steps\":6").count(), 1, "{stdout}");
         assert_close_runs(&last(&name), &last("one"), 1e-10);
     }
+    // `ono predict --split-points` on 3 processes writes what one process predicts.
+    let input = dir.join("inputs.safetensors");
+    let opts = (Kind::Double, Device::Cpu);
+    let pos = Tensor::rand([1, H * H, 2], opts);
+    let fx = Tensor::randn([3, H * H, 2], opts);
+    Tensor::write_safetensors(&[("fx", &fx), ("pos", &pos)], &input).unwrap();
+    let ckpt = last("one");
+    let predict = |c: &mut Command, out: &str| {
+        c.current_dir(&dir)
+            .arg("predict")
+            .arg(&ckpt)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(out);
+    };
+    let mut c = ono();
+    predict(&mut c, "whole.safetensors");
+    ok(&output(c));
+    let mut c = Command::new(&torchrun);
+    c.args(["--nproc-per-node", "3", "--master-addr", "127.0.0.1"])
+        .arg(format!("--master-port={}", free_port()))
+        .arg("--no-python")
+        .arg(env!("CARGO_BIN_EXE_ono"))
+        .env("OMP_NUM_THREADS", "1")
+        .env("ONO_DIST_TIMEOUT", "60");
+    predict(&mut c, "split.safetensors");
+    c.arg("--split-points");
+    ok(&output(c));
+    let read = |f: &str| {
+        Tensor::read_safetensors(dir.join(f))
+            .unwrap()
+            .into_iter()
+            .find(|(k, _)| k == "pred")
+            .unwrap()
+            .1
+    };
+    let (whole, split) = (read("whole.safetensors"), read("split.safetensors"));
+    assert_eq!(whole.size(), [3, H * H, 1]);
+    let d = (&whole - &split).abs().max().double_value(&[]);
+    let scale = whole.abs().max().double_value(&[]);
+    assert!(
+        d <= 1e-10 * scale,
+        "split prediction differs by {d:e} of {scale:e}"
+    );
+    // Outside a launch the option is refused by name.
+    let mut c = ono();
+    predict(&mut c, "none.safetensors");
+    c.arg("--split-points");
+    let out = output(c);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no launcher started this process"));
+
     // FNO's Fourier layers need every point.
     let fno = experiment(&dir, "points-fno", "fno", points, 1);
     let mut c = torchrun_train(&torchrun, &fno, false, "points-fno");

@@ -9,6 +9,7 @@ use ono_data::dataset::Split;
 
 use crate::bench_step::{median, peak_rss_mb};
 use crate::config::TrainConfig;
+use crate::parallel::{self, DataParallel};
 use crate::run::RunSpec;
 use crate::trainer::Trainer;
 use crate::{Error, Result};
@@ -64,7 +65,10 @@ pub fn bench_train(config: TrainConfig, warmup: usize, timed: usize) -> Result<B
     // batches than one epoch has (the learning rate's values do not change the time).
     config.epochs = config.epochs.max((warmup + timed) as u64);
     let run = RunSpec::resolve(config)?;
-    let mut trainer = Trainer::new(run, false)?;
+    // Started by a launcher, the processes time their steps together (data parallel or
+    // point-sharded, as `ono train` runs them): each reports its own time and peak memory.
+    let parallel = DataParallel::from_env(run.device, parallel::timeout_from_env()?)?;
+    let mut trainer = Trainer::with_parallel(run, false, parallel)?;
     let mut times = trainer.time_batches(warmup, timed)?;
     times.sort_by(f64::total_cmp);
     let train = trainer.train_split();

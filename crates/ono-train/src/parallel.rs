@@ -103,8 +103,50 @@ impl DataParallel {
     }
 
     /// The processes as the holders of a sample's point shares (`parallel = "points"`).
-    pub(crate) fn point_group(&self) -> Rc<dyn PointGroup> {
+    fn point_group(&self) -> Rc<dyn PointGroup> {
         Rc::new(ProcessPoints::new(self.group.clone()))
+    }
+
+    /// Runs `f` with each sample's points split over the processes
+    /// (`ono_kernels::points::scope` on [`point_group`](Self::point_group)).
+    pub fn with_split_points<R>(&self, f: impl FnOnce() -> R) -> R {
+        ono_kernels::points::scope(self.point_group(), f)
+    }
+
+    /// The whole samples from every process's share of their `n` points
+    /// ([`ono_data::dataset::point_share`]), in rank order, on every process: the shares are
+    /// zero-padded to the longest, gathered in one collective, and cut back.
+    ///
+    /// # Shapes
+    /// - `share`: (S, len_r, ...) on process r; returns (S, n, ...)
+    pub fn gather_point_shares(&self, share: &Tensor, n: i64) -> Result<Tensor> {
+        let world = self.world();
+        let shares: Vec<(i64, i64)> = (0..world)
+            .map(|r| ono_data::dataset::point_share(n, r, world))
+            .collect();
+        let longest = shares.iter().map(|s| s.1).max().unwrap_or(0);
+        let size = share.size();
+        let own = shares[self.rank()].1;
+        if size.len() < 2 || size[1] != own {
+            return Err(Error::Parallel(format!(
+                "gather_point_shares: this process holds {own} of the {n} points, got a share of \
+                 shape {size:?}"
+            )));
+        }
+        let mut padded_size = size.clone();
+        padded_size[1] = longest;
+        let padded = Tensor::f_zeros(padded_size.as_slice(), (share.kind(), share.device()))?;
+        padded.f_narrow(1, 0, own)?.f_copy_(share)?;
+        let rows = self.group.all_gather_rows(&padded.f_reshape([-1])?)?;
+        let mut whole_rank = vec![world as i64];
+        whole_rank.extend_from_slice(&padded_size);
+        let rows = rows.f_reshape(whole_rank.as_slice())?;
+        let parts = shares
+            .iter()
+            .enumerate()
+            .map(|(r, &(_, len))| rows.f_select(0, r as i64)?.f_narrow(1, 0, len))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Tensor::f_cat(&parts, 1)?)
     }
 
     /// Sums `t` over the processes, in place.

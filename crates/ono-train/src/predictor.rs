@@ -78,6 +78,38 @@ impl Predictor {
         })
     }
 
+    /// [`predict`](Self::predict) of a steady model on this process's share `[start, start +
+    /// len)` of `n` points, inside an `ono_kernels::points::scope` whose processes hold the
+    /// other shares; `grid`: the whole samples' grid, for the normalizers (its pointwise
+    /// statistics are cut to the share).
+    ///
+    /// # Shapes
+    /// - `pos`, `fx`: (S, len, ·), raw; returns (S, len, C)
+    pub fn predict_point_share(
+        &self,
+        pos: &Tensor,
+        fx: &Tensor,
+        (start, len): (i64, i64),
+        grid: Option<&[i64]>,
+    ) -> Result<Tensor> {
+        if self.regime != Regime::Steady {
+            return Err(Error::Data(format!(
+                "predicting on split points needs a steady model, not {:?}",
+                self.regime
+            )));
+        }
+        let _g = tch::no_grad_guard();
+        let norms = self.normalizers_for(grid, None)?.point_share(start, len)?;
+        let (fx, pos) = (norms.x.encode(fx)?, norms.pos.encode(pos)?);
+        // The share is no grid: the model gets none (one that needs it is refused by name).
+        let d = Decoder {
+            model: &self.model,
+            y_norm: &norms.y,
+            grid: None,
+        };
+        self.regime.ops().predict(d, &Points::plain(&pos, &fx), 0)
+    }
+
     /// Predictions for raw samples of a steady model that may differ in size and carry θ and
     /// input functions on their own points (GNOT's data), `batch` samples per forward pass in
     /// order. `split.y` is not read. Rows beyond a sample's length are zero.

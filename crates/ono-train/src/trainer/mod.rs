@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use ono_data::dataset::{epoch_order, mix, Split};
 use ono_data::normalizer::Normalizer;
-use ono_kernels::{health, host, points};
+use ono_kernels::{health, host};
 use ono_models::{Model, Recompute};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
@@ -363,9 +363,9 @@ impl Trainer {
         };
         let regime = self.regime;
         match points {
-            Some(p) => points::scope(p.point_group(), || {
-                regime.ops().train_batch(&mut runner, &step_batch)
-            })?,
+            Some(p) => {
+                p.with_split_points(|| regime.ops().train_batch(&mut runner, &step_batch))?
+            }
             None => regime.ops().train_batch(&mut runner, &step_batch)?,
         }
         Ok(lr)
@@ -537,7 +537,7 @@ impl Trainer {
         };
         match (&self.parallel, &self.point_norms) {
             // Every process evaluates every batch on its points; the errors are whole-sample.
-            (Some(p), Some((_, test))) => points::scope(p.point_group(), || run(None, &test.y)),
+            (Some(p), Some((_, test))) => p.with_split_points(|| run(None, &test.y)),
             _ => run(self.parallel.as_ref(), &self.test_normalizers.y),
         }
     }
