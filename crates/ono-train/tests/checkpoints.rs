@@ -158,6 +158,22 @@ fn a_bad_configuration_is_refused_once_by_key() {
         let err = RunSpec::resolve(cfg).err().expect(key);
         assert_eq!(key_of(err), key);
     }
+    // What point sharding cannot split yet is refused by its key, saying why.
+    let points = [
+        ("loss.kind = \"gnot\"", "loss.kind"),
+        ("loss.derivative_alpha = 0.1", "loss.derivative_alpha"),
+    ];
+    for (extra, key) in points {
+        let t = text(&format!("parallel = \"points\"\n{extra}"), "");
+        let err = RunSpec::resolve(TrainConfig::from_toml(&t).unwrap())
+            .err()
+            .expect(key);
+        let msg = err.to_string();
+        assert!(msg.contains("parallel = \"points\""), "{msg}");
+        assert_eq!(key_of(err), key);
+        // Without point sharding the same setting resolves.
+        RunSpec::resolve(TrainConfig::from_toml(&text(extra, "")).unwrap()).unwrap();
+    }
     // And a good one resolves: the data's dimensions are in the model's configuration.
     let run = RunSpec::resolve(TrainConfig::from_toml(&text("", "")).unwrap()).unwrap();
     assert_eq!(run.data.grid, Some(vec![9, 9]));

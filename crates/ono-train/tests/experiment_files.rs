@@ -139,6 +139,10 @@ fn precision_experiment_files_differ_only_in_precision() {
         ["precision"]
     );
     assert_ne!(full.output_dir, bf16.output_dir);
+    // How the processes split the work is a run key: a run may resume point-sharded.
+    let mut points = full.clone();
+    points.parallel = ono_train::config::Parallelism::Points;
+    assert!(full.fingerprint().same_experiment(&points.fingerprint()));
 }
 
 /// `data.benchmark` is read by name as the benchmarks' own parser reads it (any case, as files

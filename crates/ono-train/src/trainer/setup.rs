@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use ono_data::dataset::point_share;
+use ono_data::dataset::{point_share, Split, TensorDataset};
 use ono_models::{Model, ModelConfig};
 use tch::{Device, Kind};
 
@@ -69,32 +69,17 @@ impl Trainer {
         };
         let test_normalizers = normalizers.for_test_split(&data)?;
         let point_sharded = cfg.parallel == Parallelism::Points && parallel.is_some();
-        // Split points: this process's share of every sample, cut before the data reach the
-        // device; the normalizers are the whole training split's, their pointwise statistics
-        // cut alike.
-        let shares = match &parallel {
-            Some(p) if point_sharded => Some((
-                point_share(data.train.points(), p.rank(), p.world()),
-                point_share(data.test.points(), p.rank(), p.world()),
-            )),
-            _ => None,
-        };
-        let (train, test, point_norms) = match shares {
-            Some(((ts, tl), (es, el))) => {
-                let norms = (
-                    normalizers.point_share(ts, tl)?,
-                    test_normalizers.point_share(es, el)?,
-                );
-                let train = normalized(&data.train.point_share(ts, tl)?, &norms.0, device, kind)?;
-                let test = normalized(&data.test.point_share(es, el)?, &norms.1, device, kind)?;
-                (train, test, Some(norms))
-            }
-            None => (
-                normalized(&data.train, &normalizers, device, kind)?,
-                normalized(&data.test, &test_normalizers, device, kind)?,
-                None,
-            ),
-        };
+        let share = parallel
+            .as_ref()
+            .filter(|_| point_sharded)
+            .map(|p| (p.rank(), p.world()));
+        let (train, test, point_norms) = on_device(
+            &data,
+            (&normalizers, &test_normalizers),
+            share,
+            device,
+            kind,
+        )?;
 
         let model_cfg = match &ckpt {
             Some(c) => c.state.model.clone(),
@@ -184,6 +169,33 @@ impl Trainer {
             notes,
         })
     }
+}
+
+/// Both splits normalized on the training device. With `share` = (rank, world) of a
+/// point-sharded run, this process's share of every sample's points, cut before the data reach
+/// the device, and the normalizers cut alike (their pointwise statistics are the whole training
+/// split's), which decode its outputs.
+#[allow(clippy::type_complexity)]
+fn on_device(
+    data: &TensorDataset,
+    (norms, test_norms): (&Normalizers, &Normalizers),
+    share: Option<(usize, usize)>,
+    device: Device,
+    kind: Kind,
+) -> Result<(Split, Split, Option<(Normalizers, Normalizers)>)> {
+    let Some((rank, world)) = share else {
+        return Ok((
+            normalized(&data.train, norms, device, kind)?,
+            normalized(&data.test, test_norms, device, kind)?,
+            None,
+        ));
+    };
+    let (ts, tl) = point_share(data.train.points(), rank, world);
+    let (es, el) = point_share(data.test.points(), rank, world);
+    let cut = (norms.point_share(ts, tl)?, test_norms.point_share(es, el)?);
+    let train = normalized(&data.train.point_share(ts, tl)?, &cut.0, device, kind)?;
+    let test = normalized(&data.test.point_share(es, el)?, &cut.1, device, kind)?;
+    Ok((train, test, Some(cut)))
 }
 
 /// The checkpoint at `last` to resume from: `None` for a fresh run. A run is never started
