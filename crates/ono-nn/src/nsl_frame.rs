@@ -312,7 +312,14 @@ impl NslLift {
         let kind = self.kind();
         let device = input.pos.device();
         let grid = match c.geometry {
-            Geometry::Structured { dims } => Some(self.grid_shape(input.grid, n, dims)?),
+            Geometry::Structured { dims } => {
+                points::refuse(
+                    "the NSL models' structured geometry (`geotype = \"structured\"`; \
+                     `unstructured` takes the points as a cloud)",
+                    "the points are laid out and convolved as one whole grid",
+                )?;
+                Some(self.grid_shape(input.grid, n, dims)?)
+            }
             Geometry::Unstructured => None,
         };
         let mut features = Vec::with_capacity(2);

@@ -457,16 +457,35 @@ fn child_models() {
     // What needs every point is refused by name, in one line, before any collective.
     let refused = [
         (
+            "galerkin",
+            "burgers",
             serde_json::json!({}),
             "the Galerkin Transformer's spectral decoder needs every point",
         ),
         (
+            "galerkin",
+            "burgers",
             serde_json::json!({"decoder": "pointwise", "attention_type": "fourier"}),
             "Fourier-type attention needs every point",
         ),
         (
+            "galerkin",
+            "burgers",
             serde_json::json!({"decoder": "pointwise", "attention_type": "softmax"}),
             "softmax attention over points needs every point",
+        ),
+        (
+            "transolver",
+            "darcy",
+            serde_json::json!({}),
+            "structured geometry (`geotype = \"structured\"`; `unstructured` takes the points \
+             as a cloud) needs every point",
+        ),
+        (
+            "fno2d",
+            "darcy",
+            serde_json::json!({}),
+            "the FNO's spectral layers needs every point",
         ),
     ];
     let len = share.1;
@@ -475,14 +494,14 @@ fn child_models() {
         Tensor::rand([1, len, 2], opts),
         Tensor::randn([1, len, 1], opts),
     );
-    for (edit, want) in refused {
-        let m = model("galerkin", "burgers", &edit);
+    for (arch, preset, edit, want) in refused {
+        let m = model(arch, preset, &edit);
         let e = points::scope(Rc::new(ProcessPoints::new(group.clone())), || {
             m.forward(&ono_models::ModelInput::new(&pos, &fx), true)
         })
         .unwrap_err()
         .to_string();
-        assert!(e.contains(want) && !e.contains('\n'), "{edit}: {e}");
+        assert!(e.contains(want) && !e.contains('\n'), "{arch} {edit}: {e}");
     }
     group.barrier().unwrap();
 }

@@ -95,10 +95,6 @@ impl<const D: usize> Fno<D> {
 
     /// The grid shape of an input: `input.grid`, or the N points as one axis in 1-D.
     fn grid_shape(&self, input: &ModelInput<'_>, n: i64) -> Result<Vec<i64>> {
-        ono_kernels::points::refuse(
-            "the FNO's spectral layers",
-            "a Fourier transform over the whole grid",
-        )?;
         let shape = match input.grid {
             Some(g) => g.to_vec(),
             None if D == 1 => vec![n],
@@ -145,6 +141,10 @@ impl<const D: usize> Fno<D> {
     ///   (absent when fun_dim = 0); `input.grid`: the grid shape [n_1, …, n_D] (optional in 1-D)
     /// - returns: (B, N, out_dim), row-major over the grid
     pub fn forward(&self, input: &ModelInput<'_>) -> Result<Tensor> {
+        ono_kernels::points::refuse(
+            "the FNO's spectral layers",
+            "a Fourier transform over the whole grid",
+        )?;
         let (mut h, shape) = self.lift(input)?;
         for l in 0..self.convs.len() {
             h = self.layer(l, &h)?;
