@@ -328,17 +328,23 @@ impl Trainer {
             Some(_) => (None, self.parallel.as_ref()),
             None => (self.parallel.as_ref(), None),
         };
-        let y_norm = match &self.point_norms {
-            Some((train, _)) => &train.y,
-            None => &self.normalizers.y,
+        // A process's share of the points is no grid: the model and the loss get none (the
+        // models and losses that need one are refused over split points).
+        let (y_norm, grid, target_grid) = match &self.point_norms {
+            Some((train, _)) => (&train.y, None, None),
+            None => (
+                &self.normalizers.y,
+                self.grid.as_deref(),
+                self.target_grid.as_deref(),
+            ),
         };
         let mut runner = StepRunner {
             model: &self.model,
             opt: &mut self.opt,
             scaler: self.scaler.as_mut(),
             y_norm,
-            grid: self.grid.as_deref(),
-            target_grid: self.target_grid.as_deref(),
+            grid,
+            target_grid,
             clip: self.cfg.optimizer.max_grad_norm.filter(|&m| m > 0.0),
             loss: self.loss,
             // Auto is the model's choice in the steady regime; the others train plainly.
@@ -521,14 +527,14 @@ impl Trainer {
 
     /// Mean relative L2 on the test split (decoded predictions against raw targets).
     pub fn evaluate_test(&self) -> Result<RolloutErrors> {
-        let run = |parallel: Option<&DataParallel>, y_norm: &Normalizer| {
+        let run = |parallel: Option<&DataParallel>, y_norm: &Normalizer, grid: Option<&[i64]>| {
             crate::evaluate::evaluate_shared(
                 parallel,
                 &self.model,
                 y_norm,
                 &self.test,
                 self.regime,
-                self.test_grid.as_deref(),
+                grid,
                 // Samples per forward pass as in training: a model trained a micro-batch at a
                 // time (samples of different sizes and no padding mask) is evaluated so too.
                 (self.cfg.batch_size.max(1) as u64).div_ceil(self.micro_batches.max(1)) as i64,
@@ -537,8 +543,12 @@ impl Trainer {
         };
         match (&self.parallel, &self.point_norms) {
             // Every process evaluates every batch on its points; the errors are whole-sample.
-            (Some(p), Some((_, test))) => p.with_split_points(|| run(None, &test.y)),
-            _ => run(self.parallel.as_ref(), &self.test_normalizers.y),
+            (Some(p), Some((_, test))) => p.with_split_points(|| run(None, &test.y, None)),
+            _ => run(
+                self.parallel.as_ref(),
+                &self.test_normalizers.y,
+                self.test_grid.as_deref(),
+            ),
         }
     }
 
