@@ -517,6 +517,16 @@ fn points_split_over_processes_train_what_one_process_trains() {
     c.current_dir(&dir).arg("train").arg(&one).arg("--quiet");
     ok(&output(c));
     let last = |name: &str| dir.join(name).join("checkpoints/last.safetensors");
+    // Without a launcher there is nothing to split, and the run says so.
+    let alone = experiment(&dir, "alone", "ono-points", points, 2);
+    let mut c = ono();
+    c.current_dir(&dir).arg("train").arg(&alone);
+    let err = ok(&output(c));
+    assert!(
+        err.contains("in a single process: nothing to split"),
+        "{err}"
+    );
+    assert_close_runs(&last("alone"), &last("one"), 0.0);
     for nproc in [2, 3] {
         let name = format!("points-{nproc}");
         let split = experiment(&dir, &name, "ono-points", points, 2);

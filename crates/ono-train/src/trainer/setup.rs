@@ -92,7 +92,14 @@ impl Trainer {
             Some(p) if !point_sharded => p.world() as u64,
             _ => 1,
         };
-        let (micro_batches, notes) = micro_batches(ckpt.as_ref(), world, &cfg, &last)?;
+        let (micro_batches, mut notes) = micro_batches(ckpt.as_ref(), world, &cfg, &last)?;
+        if cfg.parallel == Parallelism::Points && parallel.is_none() {
+            notes.push(
+                "parallel = \"points\" in a single process: nothing to split, whole samples \
+                 train here (start it with torchrun, srun or mpirun to split the points)"
+                    .into(),
+            );
+        }
         let steps_per_epoch = (train.len() as u64).div_ceil(cfg.batch_size as u64);
         let schedule = schedule(&cfg, cfg.epochs * steps_per_epoch)?;
 
