@@ -63,10 +63,7 @@ pub fn run(
         input.display()
     );
     let (p, _) = Predictor::from_checkpoint(&checkpoint, dev)?;
-    let named: HashMap<String, Tensor> = Tensor::read_safetensors(&input)
-        .with_context(|| format!("{}: not a readable safetensors file", input.display()))?
-        .into_iter()
-        .collect();
+    let named = InputFile::read(&input)?;
     let get = |k: &str| {
         named
             .get(k)
@@ -77,7 +74,7 @@ pub fn run(
     // Samples of different sizes, θ or input functions on their own points (GNOT's data).
     let ragged = ["lengths", "theta", "f0"]
         .iter()
-        .any(|k| named.contains_key(*k));
+        .any(|k| named.contains_key(k));
     if ragged {
         let sizes = |k: &str| -> Result<Option<Vec<i64>>> {
             named
@@ -122,15 +119,7 @@ pub fn run(
     if pos.dim() == 3 && pos.size()[0] == 1 && fx.dim() == 3 {
         pos = pos.expand([fx.size()[0], -1, -1], false);
     }
-    let shape = |k: &str| -> Result<Option<Vec<i64>>> {
-        named
-            .get(k)
-            .map(|g| {
-                Vec::<i64>::try_from(g.f_to_kind(Kind::Int64)?.f_reshape([-1])?)
-                    .with_context(|| format!("{}: `{k}` is not a list of sizes", input.display()))
-            })
-            .transpose()
-    };
+    let shape = |k: &str| named.sizes(k);
     let points = |t: &Option<Vec<i64>>, n: i64| {
         t.clone()
             .filter(|g| fx.dim() == 3 && g.iter().product::<i64>() == n)
@@ -188,10 +177,7 @@ fn on_split_points(
     )?;
     let dev = DataParallel::device_for(parallel.launch(), dev);
     let (p, _) = Predictor::from_checkpoint(checkpoint, dev)?;
-    let named: HashMap<String, Tensor> = Tensor::read_safetensors(input)
-        .with_context(|| format!("{}: not a readable safetensors file", input.display()))?
-        .into_iter()
-        .collect();
+    let named = InputFile::read(input)?;
     for k in ["lengths", "theta", "f0", "query"] {
         anyhow::ensure!(
             !named.contains_key(k),
@@ -220,10 +206,8 @@ fn on_split_points(
             .f_to_device(dev)?)
     };
     // The whole samples' grid, for pointwise normalizers: the file's, else the training one's.
-    let grid = match named.get("grid") {
-        Some(g) => Some(Vec::<i64>::try_from(
-            g.f_to_kind(Kind::Int64)?.f_reshape([-1])?,
-        )?),
+    let grid = match named.sizes("grid")? {
+        Some(g) => Some(g),
         None => p.grid.clone().filter(|g| g.iter().product::<i64>() == n),
     };
     let pred = parallel.with_split_points(|| {
@@ -235,6 +219,42 @@ fn on_split_points(
         write_pred(output, &whole, format)?;
     }
     Ok(())
+}
+
+/// The arrays of an input safetensors file, by name, with the file's path for the errors.
+struct InputFile<'a> {
+    path: &'a Path,
+    named: HashMap<String, Tensor>,
+}
+
+impl<'a> InputFile<'a> {
+    fn read(path: &'a Path) -> Result<Self> {
+        let named = Tensor::read_safetensors(path)
+            .with_context(|| format!("{}: not a readable safetensors file", path.display()))?
+            .into_iter()
+            .collect();
+        Ok(Self { path, named })
+    }
+
+    fn get(&self, k: &str) -> Option<&Tensor> {
+        self.named.get(k)
+    }
+
+    fn contains_key(&self, k: &str) -> bool {
+        self.named.contains_key(k)
+    }
+
+    /// The array `k` (a grid's shape) as a list of sizes, if the file has it.
+    fn sizes(&self, k: &str) -> Result<Option<Vec<i64>>> {
+        self.named
+            .get(k)
+            .map(|g| {
+                Vec::<i64>::try_from(g.f_to_kind(Kind::Int64)?.f_reshape([-1])?).with_context(
+                    || format!("{}: `{k}` is not a list of sizes", self.path.display()),
+                )
+            })
+            .transpose()
+    }
 }
 
 /// What `ono predict` writes.

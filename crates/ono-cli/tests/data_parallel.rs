@@ -517,7 +517,8 @@ fn points_split_over_processes_train_what_one_process_trains() {
     c.current_dir(&dir).arg("train").arg(&one).arg("--quiet");
     ok(&output(c));
     let last = |name: &str| dir.join(name).join("checkpoints/last.safetensors");
-    // Without a launcher there is nothing to split, and the run says so.
+    // Without a launcher there is nothing to split, and the run says so. Exactly: the same
+    // computation by the same binary on this machine, one run after the other.
     let alone = experiment(&dir, "alone", "ono-points", points, 2);
     let mut c = ono();
     c.current_dir(&dir).arg("train").arg(&alone);
