@@ -37,6 +37,16 @@ fn torchrun() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// The tests of this file one at a time: each starts several processes that rendezvous on a
+/// port picked free (and released) just before, so launches at once on the 2 cores could take
+/// each other's port or time out; a kill test would see its launch end early.
+fn one_launch_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LAUNCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LAUNCH
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -191,6 +201,7 @@ fn output(mut c: Command) -> Output {
 
 #[test]
 fn two_ranks_train_what_one_process_accumulating_two_micro_batches_trains() {
+    let _one_launch_at_a_time = one_launch_at_a_time();
     let Some(torchrun) = torchrun() else {
         eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
         return;
@@ -303,6 +314,7 @@ fn kill_rank_after(child: &mut Child, sidecar: &Path, step: u64, tag: &str, rank
 /// becomes 2): the end is the uninterrupted run's.
 #[test]
 fn a_rank_killed_mid_epoch_resumes_to_the_uninterrupted_result() {
+    let _one_launch_at_a_time = one_launch_at_a_time();
     let Some(torchrun) = torchrun() else {
         eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
         return;
@@ -387,6 +399,7 @@ fn stderr_of(child: Child, limit: Duration) -> (bool, String, Duration) {
 
 #[test]
 fn mismatches_unreachable_rendezvous_and_dead_ranks_are_errors_not_hangs() {
+    let _one_launch_at_a_time = one_launch_at_a_time();
     let dir = temp_dir("dp-errors");
     grid_dataset(&dir.join("grid.safetensors"));
     let limit = Duration::from_secs(90);
@@ -452,6 +465,7 @@ fn mismatches_unreachable_rendezvous_and_dead_ranks_are_errors_not_hangs() {
 /// step) and is reported as any other.
 #[test]
 fn reproduce_trains_a_cell_in_two_processes() {
+    let _one_launch_at_a_time = one_launch_at_a_time();
     let Some(torchrun) = torchrun() else {
         eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
         return;
@@ -505,6 +519,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 /// layer needs every point is refused at its first step, by the operation's name.
 #[test]
 fn points_split_over_processes_train_what_one_process_trains() {
+    let _one_launch_at_a_time = one_launch_at_a_time();
     let Some(torchrun) = torchrun() else {
         eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
         return;
@@ -609,6 +624,7 @@ fn points_split_over_processes_train_what_one_process_trains() {
 /// where one uninterrupted process ends.
 #[test]
 fn a_point_sharded_run_killed_mid_epoch_resumes_to_the_uninterrupted_result() {
+    let _one_launch_at_a_time = one_launch_at_a_time();
     let Some(torchrun) = torchrun() else {
         eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
         return;
