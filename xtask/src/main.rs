@@ -324,8 +324,11 @@ fn test(paths: Vec<test_run::FloatingPath>, args: Vec<OsString>) -> Result<()> {
             cmd.env(var, "1");
         }
         reference_python(&env, &mut cmd)?;
+        let scratch = TestScratch::new()?;
+        cmd.env("TMPDIR", scratch.path());
         torch::say(format!("test pass `{path}`: {}", path.describe()));
         let (tally, cargo_ok) = test_run::run_counted(cmd)?;
+        drop(scratch);
         let label = format!("test pass `{path}`");
         summary.push_str(&tally.report(&label));
         if !cargo_ok && tally.ok() {
@@ -526,6 +529,34 @@ fn check_without_dist(env: &TorchEnv) -> Result<test_run::Tally> {
         bail!("cargo test -p ono-dist --no-default-features failed");
     }
     Ok(tally)
+}
+
+/// The temp dir of one test pass, `<target>/test-tmp`: emptied before the pass and removed after
+/// it (unless `ONO_KEEP_TEST_DIRS` is set), so that whatever a test leaves behind, a killed child
+/// process's files included, never piles up in the system's /tmp from run to run. A CI machine's
+/// disk once filled up that way.
+struct TestScratch(PathBuf);
+
+impl TestScratch {
+    fn new() -> Result<Self> {
+        let dir = target_dir().join("test-tmp");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("could not create {}", dir.display()))?;
+        Ok(TestScratch(dir))
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TestScratch {
+    fn drop(&mut self) {
+        if std::env::var_os("ONO_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// `CARGO_TARGET_DIR`, else the workspace's `target/`.

@@ -129,7 +129,7 @@ fn a_float16_run_resumes_bit_identically_and_evaluates_in_float16() {
 /// Trains `a` uninterrupted and `b` killed with SIGKILL mid-epoch then resumed, both from the
 /// configuration with the top-level keys `top` put in front; asserts they end with the same
 /// tensors and metrics. Returns the scratch folder.
-fn killed_run_resumes_bit_identically(name: &str, top: &str) -> PathBuf {
+fn killed_run_resumes_bit_identically(name: &str, top: &str) -> ono_testing::Scratch {
     let config = |dir: &Path, out: &str| {
         let p = config(dir, "data.safetensors", out, 4, "");
         let text = std::fs::read_to_string(&p).unwrap();

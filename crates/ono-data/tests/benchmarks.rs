@@ -1,17 +1,12 @@
 //! Every benchmark loader on a miniature file in the original format and layout: splits,
 //! subsampling, channels, positions and the values at known indices (the column-major traps).
 
-use std::path::PathBuf;
-
 use ono_data::benchmarks::miniature::{self, code};
 use ono_data::benchmarks::{self, Benchmark, Layout, LoadOptions};
 use tch::Tensor;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-bench-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(name: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-bench-{name}"))
 }
 
 fn load(b: Benchmark, layout: Layout) -> (benchmarks::Loaded, miniature::Miniature) {

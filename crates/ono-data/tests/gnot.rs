@@ -28,11 +28,8 @@ fn vals(t: &Tensor) -> Vec<f64> {
 }
 
 /// A fresh scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-gnot-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(test: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-gnot-{test}"))
 }
 
 /// Row-major values of a (rows, cols) grid given by `f(row, col)`.

@@ -14,11 +14,8 @@ use vtkio::model::{
     UnstructuredGridPiece, Version, VertexNumbers, Vtk,
 };
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-import-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-import-{name}"))
 }
 
 fn scalar(name: &str, values: Vec<f64>) -> Attribute {
@@ -104,7 +101,7 @@ fn meshes_of_different_sizes_become_padded_point_clouds() {
         seed: 3,
         ..Default::default()
     };
-    let im = import(std::slice::from_ref(&dir), &o).unwrap();
+    let im = import(&[dir.to_path_buf()], &o).unwrap();
     let m = &im.manifest;
     assert_eq!(m.layout, ImportLayout::PointCloud { ragged: true });
     assert_eq!(m.coords, Coords::MeshPoints { axes: vec![0, 1] });
@@ -123,7 +120,7 @@ fn meshes_of_different_sizes_become_padded_point_clouds() {
     all.sort();
     assert_eq!(all, ["s0", "s1", "s2", "s3", "s4", "s5"]);
     // The same seed splits the same way; another seed (here) differently.
-    let again = import(std::slice::from_ref(&dir), &o).unwrap();
+    let again = import(&[dir.to_path_buf()], &o).unwrap();
     assert_eq!(again.manifest.test, m.test);
     for (split, refs) in [(&im.dataset.train, &m.train), (&im.dataset.test, &m.test)] {
         let lengths = split.lengths.clone().expect("ragged");
@@ -184,7 +181,7 @@ fn a_shared_grid_in_shuffled_order_becomes_a_grid() {
             vec![],
         );
     }
-    let im = import(std::slice::from_ref(&dir), &ImportOptions::default()).unwrap();
+    let im = import(&[dir.to_path_buf()], &ImportOptions::default()).unwrap();
     let ImportLayout::Grid { shape, order } = &im.manifest.layout else {
         panic!("not a grid: {:?}", im.manifest.layout)
     };
@@ -250,7 +247,7 @@ fn cell_data_live_at_the_cell_centres() {
         targets: Some(vec!["t".into()]),
         ..Default::default()
     };
-    let im = import(std::slice::from_ref(&dir), &o).unwrap();
+    let im = import(&[dir.to_path_buf()], &o).unwrap();
     assert_eq!(im.manifest.association, Association::Cell);
     assert_eq!(im.manifest.coords, Coords::CellCentres { axes: vec![0, 1] });
     assert_eq!(im.dataset.train.fx.size()[1], 3);
@@ -331,7 +328,7 @@ fn per_file_arrays_with_coordinates_are_point_clouds() {
             ],
         );
     }
-    let im = import(std::slice::from_ref(&dir), &ImportOptions::default()).unwrap();
+    let im = import(&[dir.to_path_buf()], &ImportOptions::default()).unwrap();
     assert_eq!(
         im.manifest.coords,
         Coords::Array {

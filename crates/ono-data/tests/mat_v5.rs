@@ -652,9 +652,6 @@ fn deflate(b: &[u8]) -> Vec<u8> {
     z.finish().unwrap()
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ono-mat-v5-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn tempdir(tag: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-mat-v5-{tag}"))
 }

@@ -34,11 +34,8 @@ fn of_kind(kind: &str) -> Vec<(String, Value)> {
 }
 
 /// A scratch directory of its own for each test, emptied first.
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ono-readers-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(test: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-readers-{test}"))
 }
 
 fn json_f64(v: &Value) -> f64 {

@@ -128,11 +128,8 @@ mod tests {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
 
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("ono-lock-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    fn scratch(name: &str) -> ono_testing::Scratch {
+        ono_testing::Scratch::new(&format!("ono-lock-{name}"))
     }
 
     #[test]

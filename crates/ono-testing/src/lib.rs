@@ -7,8 +7,12 @@
 //! - [`device_tests!`]: one test body run on CPU and (ignored unless asked for) on CUDA.
 //! - [`assert_libtorch_linked`]: proof that the shared link script did its job for this binary.
 //! - [`ranks`]: tests that run as several ranks of one world (the test binary runs itself).
+//! - [`Scratch`]: a test's scratch folder, removed when the test is done.
 
 pub mod ranks;
+mod scratch;
+
+pub use scratch::Scratch;
 
 use std::sync::OnceLock;
 

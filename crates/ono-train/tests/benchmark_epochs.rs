@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use ono_data::benchmarks::{miniature, Benchmark};
@@ -12,11 +11,8 @@ use ono_train::config::TrainConfig;
 use ono_train::progress::Progress;
 use ono_train::{RunSpec, Trainer};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-epoch-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(name: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-epoch-{name}"))
 }
 
 #[test]

@@ -114,7 +114,7 @@ panels = {panels}
     TrainConfig::from_toml(&text).unwrap()
 }
 
-fn data_dir(name: &str) -> PathBuf {
+fn data_dir(name: &str) -> ono_testing::Scratch {
     ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir(name);

@@ -53,7 +53,7 @@ panels = 0
 }
 
 /// A fresh folder with the data set `s.safetensors` (12 training samples); the torch seed reset.
-fn data_dir(name: &str) -> PathBuf {
+fn data_dir(name: &str) -> ono_testing::Scratch {
     ono_testing::init();
     tch::manual_seed(0);
     let dir = temp_dir(name);

@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ono_data::dataset::{Split, TensorDataset};
 use ono_models::{ModelConfig, Recompute};
@@ -13,11 +13,8 @@ use tch::{Device, Kind, Tensor};
 
 use common::{steady_dataset, write_splits};
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-regime-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp_dir(name: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-regime-{name}"))
 }
 
 fn positions(n: i64) -> Tensor {

@@ -53,11 +53,8 @@ pub fn json<T: DeserializeOwned>(out: &Output) -> T {
 }
 
 /// A fresh scratch folder for one test.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+pub fn temp_dir(name: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-cli-{name}"))
 }
 
 /// `ono data darcy` into `dir/name`: a generated Darcy set solved on 33×33 cell centres, every

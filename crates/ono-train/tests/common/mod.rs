@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -16,11 +16,8 @@ use ono_train::{RunSpec, Summary, Trainer};
 use tch::{Device, Kind, Tensor};
 
 /// A fresh scratch folder for one run.
-pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-epochs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+pub fn temp_dir(name: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-epochs-{name}"))
 }
 
 /// One epoch to run.
@@ -40,7 +37,7 @@ pub struct Epoch<'a> {
 
 /// Runs `e` on the benchmark's miniature files, checks the step count and a finite positive test
 /// error, and returns the summary and the run's folder.
-pub fn one_epoch(e: &Epoch<'_>) -> (Summary, PathBuf) {
+pub fn one_epoch(e: &Epoch<'_>) -> (Summary, ono_testing::Scratch) {
     let b = e.benchmark;
     let dir = temp_dir(&format!("{}-{}-{}", e.arch, e.preset, b.name()));
     let m = miniature::write(b, &dir.join("data")).unwrap();
@@ -56,7 +53,11 @@ pub fn one_epoch(e: &Epoch<'_>) -> (Summary, PathBuf) {
 
 /// [`one_epoch`] on a dataset file of `ntrain` training samples instead of the miniature files;
 /// `e.benchmark` only names the run (the benchmark the file stands in for).
-pub fn one_epoch_on_file(e: &Epoch<'_>, file: &Path, ntrain: usize) -> (Summary, PathBuf) {
+pub fn one_epoch_on_file(
+    e: &Epoch<'_>,
+    file: &Path,
+    ntrain: usize,
+) -> (Summary, ono_testing::Scratch) {
     let dir = temp_dir(&format!(
         "{}-{}-file-{}",
         e.arch,
@@ -67,7 +68,12 @@ pub fn one_epoch_on_file(e: &Epoch<'_>, file: &Path, ntrain: usize) -> (Summary,
 }
 
 /// One epoch of `e` in `dir` on the data of the `[data]` lines `source`.
-fn run_epoch(e: &Epoch<'_>, dir: PathBuf, source: &str, ntrain: usize) -> (Summary, PathBuf) {
+fn run_epoch(
+    e: &Epoch<'_>,
+    dir: ono_testing::Scratch,
+    source: &str,
+    ntrain: usize,
+) -> (Summary, ono_testing::Scratch) {
     let tag = dir.file_name().unwrap().to_string_lossy().to_string();
     let batch = e.batch.unwrap_or(ntrain);
     let text = format!(

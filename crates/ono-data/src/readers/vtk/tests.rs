@@ -13,11 +13,8 @@ use vtkio::model::{
 
 use super::*;
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ono-vtk-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> ono_testing::Scratch {
+    ono_testing::Scratch::new(&format!("ono-vtk-{name}"))
 }
 
 fn fixtures() -> PathBuf {
