@@ -15,6 +15,24 @@ fn ft1d_small() {
     run_case("galerkin", "ft1d_small", "galerkin");
 }
 
+/// The paper's "regular" layer normalization: post-LayerNorms, no per-head norms
+/// (`layer_norm = True`), with Galerkin and Fourier attention.
+#[test]
+fn post_layer_norm_cases() {
+    run_case("galerkin", "gt1d_post_ln_small", "galerkin");
+    run_case("galerkin", "ft1d_post_ln_small", "galerkin");
+    perturbed_weight_is_caught(
+        "galerkin",
+        "gt1d_post_ln_small",
+        "encoder_layers.1.layer_norm2.weight",
+    );
+    perturbed_weight_is_caught(
+        "galerkin",
+        "ft1d_post_ln_small",
+        "encoder_layers.0.layer_norm1.bias",
+    );
+}
+
 #[test]
 fn perturbed_weights_are_caught() {
     perturbed_weight_is_caught(

@@ -120,6 +120,13 @@ pub struct GalerkinConfig {
     /// Hidden width of the encoder's feed-forward network.
     pub dim_feedforward: i64,
     pub attention_type: GalerkinAttentionKind,
+    /// The paper's "regular" layer normalization (its eq. (7), the reference's `layer_norm`): a
+    /// LayerNorm(d) after each residual of every encoder layer, `layer_norm{1,2}`.
+    pub layer_norm: bool,
+    /// The per-head LayerNorms inside the attention (on K and V, or Q and K: the paper's
+    /// Galerkin-type normalization, its eq. (6); the reference's `attn_norm`, by default
+    /// `not layer_norm`). At least one of the two is on, as the reference makes it.
+    pub attn_norm: bool,
     /// Gain η of the xavier_uniform init of W_Q, W_K, W_V (0: PyTorch's default init).
     pub xavier_init: f64,
     /// δ of the `+ δ·I` of W_Q, W_K, W_V.
@@ -270,6 +277,13 @@ impl ArchConfig for GalerkinConfig {
                 "n_hidden {} must be a positive multiple of n_head {}",
                 self.n_hidden, self.n_head
             ));
+        }
+        if !self.layer_norm && !self.attn_norm {
+            return bad(
+                "layer_norm and attn_norm are both false; the reference turns attn_norm on then \
+                 (set attn_norm = true)"
+                    .into(),
+            );
         }
         if self.dim_feedforward < 1
             || self.freq_dim < 1

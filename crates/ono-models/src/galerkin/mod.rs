@@ -47,6 +47,7 @@ use crate::{Error, Result};
 use ono_nn::attention::simple_attention::{SimpleAttention, SimpleAttentionConfig};
 use ono_nn::interp_scaler::{InterpDownscaler, InterpUpscaler};
 use ono_nn::linear::torch_linear;
+use ono_nn::norm::LayerNorm;
 use ono_nn::mlp::gelu;
 use ono_nn::residual_spectral_conv::{ResidualSpectralConv, ResidualSpectralConvConfig};
 use ono_nn::Linear;
@@ -63,13 +64,14 @@ fn dropout(x: &Tensor, p: f64, train: bool) -> Result<Tensor> {
     }
 }
 
-/// `SimpleTransformerEncoderLayer` without post-LayerNorms (`layer_norm = False`, the attention's
-/// own norms on): `encoder_layers.{i}.attn`, `encoder_layers.{i}.ff.lr1`, `.ff.lr2`.
+/// `SimpleTransformerEncoderLayer`: `encoder_layers.{i}.attn`, `encoder_layers.{i}.ff.lr1`,
+/// `.ff.lr2`, and with `layer_norm` the post-LayerNorms `layer_norm1`, `layer_norm2`.
 #[derive(Debug)]
 struct EncoderLayer {
     attn: SimpleAttention,
     lr1: Linear,
     lr2: Linear,
+    post_norms: Option<(LayerNorm, LayerNorm)>,
 }
 
 impl EncoderLayer {
@@ -79,6 +81,7 @@ impl EncoderLayer {
             heads: cfg.n_head,
             pos_dim: cfg.space_dim,
             kind: cfg.attention_type,
+            norm: cfg.attn_norm,
             eps: cfg.norm_eps,
             xavier_init: cfg.xavier_init,
             diagonal_weight: cfg.diagonal_weight,
@@ -86,11 +89,18 @@ impl EncoderLayer {
             dropout_mode: cfg.attention_dropout,
         }
         .init(&(path / "attn"))?;
+        // The reference's construction order: the attention, the LayerNorms, then the FFN
+        // (LayerNorms draw no random numbers, so only the names matter).
+        let post_norms = cfg.layer_norm.then(|| {
+            let norm = |name: &str| LayerNorm::with_eps(&(path / name), cfg.n_hidden, cfg.norm_eps);
+            (norm("layer_norm1"), norm("layer_norm2"))
+        });
         let ff = path / "ff";
         Ok(Self {
             attn,
             lr1: torch_linear(&(&ff / "lr1"), cfg.n_hidden, cfg.dim_feedforward, true),
             lr2: torch_linear(&(&ff / "lr2"), cfg.dim_feedforward, cfg.n_hidden, true),
+            post_norms,
         })
     }
 
@@ -109,6 +119,10 @@ impl EncoderLayer {
             p,
             train,
         )?)?;
+        let x = match &self.post_norms {
+            Some((n1, _)) => n1.forward(&x)?,
+            None => x,
+        };
         let h = self.lr1.forward(&x)?;
         let h = match cfg.ffn_activation {
             FfnActivation::Relu => h.f_relu()?,
@@ -116,7 +130,11 @@ impl EncoderLayer {
             FfnActivation::Gelu => gelu(&h)?,
         };
         let h = self.lr2.forward(&dropout(&h, cfg.ffn_dropout, train)?)?;
-        Ok(x.f_add(&dropout(&h, p, train)?)?)
+        let x = x.f_add(&dropout(&h, p, train)?)?;
+        match &self.post_norms {
+            Some((_, n2)) => Ok(n2.forward(&x)?),
+            None => Ok(x),
+        }
     }
 }
 

@@ -31,6 +31,8 @@ pub(crate) fn base() -> GalerkinConfig {
         num_encoder_layers: 4,
         dim_feedforward: 192,
         attention_type: GalerkinAttentionKind::Galerkin,
+        layer_norm: false,
+        attn_norm: true,
         xavier_init: 0.01,
         diagonal_weight: 0.01,
         norm_eps: 1e-5,

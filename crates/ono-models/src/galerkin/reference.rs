@@ -123,6 +123,10 @@ impl FromReference for GalerkinConfig {
             Some("gelu") => FfnActivation::Gelu,
             Some(other) => return Err(unsupported(format!("attn_activation {other:?}"))),
         };
+        // SimpleTransformerEncoderLayer: attn_norm = default(attn_norm, not layer_norm), and on
+        // when both are off.
+        let layer_norm = kw["layer_norm"].as_bool().unwrap_or(false);
+        let attn_norm = kw["attn_norm"].as_bool().unwrap_or(!layer_norm) || !layer_norm;
         let pos_dim = int("pos_dim")?;
         if kw["spacial_dim"].as_i64().is_some_and(|s| s != pos_dim) {
             return Err(unsupported("spacial_dim different from pos_dim".into()));
@@ -160,6 +164,8 @@ impl FromReference for GalerkinConfig {
             num_encoder_layers: int("num_encoder_layers")? as usize,
             dim_feedforward: kw["dim_feedforward"].as_i64().unwrap_or(2 * n_hidden),
             attention_type,
+            layer_norm,
+            attn_norm,
             xavier_init: kw["xavier_init"]
                 .as_f64()
                 .ok_or_else(|| Error::Config("constructor_kwargs.xavier_init is missing".into()))?,
@@ -211,7 +217,6 @@ fn supported_decoder(kw: &Value, two_d: bool) -> Result<GalerkinDecoder> {
         ));
     }
     for k in [
-        "layer_norm",
         "batch_norm",
         "spacial_residual",
         "symmetric_init",

@@ -79,6 +79,9 @@ pub struct SimpleAttentionConfig {
     /// projection (as the reference).
     pub pos_dim: i64,
     pub kind: GalerkinAttentionKind,
+    /// The per-head LayerNorms (the reference's `norm`); without them Q, K and V are the bare
+    /// projections (the encoder's post-LayerNorms normalize instead).
+    pub norm: bool,
     /// eps of the per-head LayerNorms.
     pub eps: f64,
     /// Gain η of `xavier_uniform_` on W_Q, W_K, W_V; 0 leaves PyTorch's default init.
@@ -91,7 +94,7 @@ pub struct SimpleAttentionConfig {
 }
 
 impl SimpleAttentionConfig {
-    /// Registers `linears.{0,1,2}` (Q, K, V), `norm_K.{h}` with `norm_V.{h}` (Galerkin, linear) or
+    /// Registers `linears.{0,1,2}` (Q, K, V), with `norm` `norm_K.{h}` and `norm_V.{h}` (Galerkin, linear) or
     /// `norm_Q.{h}` (Fourier, softmax), and `fc` (d + H·p → d) when p > 0.
     pub fn init(&self, path: &Path) -> Result<SimpleAttention> {
         let (d, h) = (self.dim, self.heads);
@@ -114,7 +117,7 @@ impl SimpleAttentionConfig {
             .collect::<Result<Vec<_>>>()?;
         let d_k = d / h;
         let norms = |name: &str| -> Vec<LayerNorm> {
-            (0..h)
+            (0..h * i64::from(self.norm))
                 .map(|i| LayerNorm::with_eps(&(path / name / i), d_k, self.eps))
                 .collect()
         };
@@ -323,6 +326,7 @@ mod tests {
             heads: 2,
             pos_dim: 1,
             kind,
+            norm: true,
             eps: 1e-5,
             xavier_init: 0.01,
             diagonal_weight: 0.01,
