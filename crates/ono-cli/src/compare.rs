@@ -218,6 +218,7 @@ pub fn run(o: Options) -> Result<bool> {
         rehearsal: false,
         reference: None,
         nproc_per_node: None,
+        paper: crate::reproduce::papers::Paper::Ono,
     };
     eprintln!(
         "{}: {}, {ntrain} training samples",

@@ -208,6 +208,45 @@ fn darcy_inverse_pools_the_coefficient_onto_the_query_grid() {
     assert!(!n1.dataset.test.fx.equal(&d.test.fx));
 }
 
+/// `coarse_r = r` (the paper's FNO2d rows of Table 3): the coefficient pooled r×r on the input's
+/// own points, and no query points.
+#[test]
+fn darcy_inverse_on_one_grid_has_no_query() {
+    let one_grid = |o| LoadOptions {
+        noise: Some(0.0),
+        r: Some(3),
+        coarse_r: Some(3),
+        ..o
+    };
+    let (l, m) = load_with(Benchmark::DarcyInverse, Layout::Ono, one_grid);
+    let d = &l.dataset;
+    assert_eq!(
+        (d.grid.clone(), d.query_grid.clone()),
+        (Some(vec![7, 7]), None)
+    );
+    assert!(d.train.query.is_none() && d.test.query.is_none());
+    assert_eq!(d.train.y.size(), vec![m.ntrain as i64, 49, 1]);
+    assert_eq!(d.target_grid(), Some(&[7i64, 7][..]));
+    // Fine cell (1, 2) averages the miniature's coefficient over rows 3..6, columns 6..9.
+    let coeff = |s: usize, i: usize, j: usize| {
+        if (s + i / 3 + j / 4).is_multiple_of(2) {
+            12.0
+        } else {
+            3.0
+        }
+    };
+    for s in 0..m.ntrain {
+        let want = (3..6)
+            .flat_map(|i| (6..9).map(move |j| coeff(s, i, j)))
+            .sum::<f64>()
+            / 9.0;
+        assert!(
+            (at(&d.train.y, &[s as i64, 7 + 2, 0]) - want).abs() < 1e-6,
+            "{s}"
+        );
+    }
+}
+
 #[test]
 fn airfoil_positions_are_the_index_grid_and_y_is_mach() {
     let (l, m) = load(Benchmark::Airfoil, Layout::Ono);

@@ -132,7 +132,7 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &RunContext) -> Result<Budget> {
         .filter(|b| {
             plan.experiments.iter().any(|e| match &e.work {
                 Work::Train { config, .. } => published(config) == Some(*b),
-                Work::Measure(_) => false,
+                Work::Measure(_) | Work::TimeRun { .. } => false,
             })
         })
         .collect();
@@ -141,7 +141,7 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &RunContext) -> Result<Budget> {
         .iter()
         .filter_map(|e| match &e.work {
             Work::Train { config, .. } => Some(config.batch_size.max(1) as usize),
-            Work::Measure(_) => None,
+            Work::Measure(_) | Work::TimeRun { .. } => None,
         })
         .max()
         .unwrap_or(1)
@@ -178,7 +178,7 @@ pub fn measure(plan: &Plan, out: &Path, ctx: &RunContext) -> Result<Budget> {
     let n = plan.experiments.len();
     for (i, e) in plan.experiments.iter().enumerate() {
         let status = match &e.work {
-            Work::Measure(_) => Measurement::Skipped {
+            Work::Measure(_) | Work::TimeRun { .. } => Measurement::Skipped {
                 reason: "a timed step of its own (seconds)".into(),
             },
             Work::Train { config, .. } => match published(config) {

@@ -230,6 +230,10 @@ pub enum Recorded {
     Measure {
         measure: Measure,
     },
+    TimeRun {
+        time_run: Box<TrainConfig>,
+        steps: usize,
+    },
 }
 
 /// A trained experiment in `result.json`.
@@ -271,6 +275,10 @@ impl Recorded {
                 test_resolutions: test_resolutions.clone(),
             },
             Work::Measure(m) => Recorded::Measure { measure: m.clone() },
+            Work::TimeRun { config, steps } => Recorded::TimeRun {
+                time_run: config.clone(),
+                steps: *steps,
+            },
         }
     }
 
@@ -294,6 +302,9 @@ impl Recorded {
                 strides == s
                     && test_resolutions == t
                     && train.config().is_some_and(|r| r.same_experiment(config))
+            }
+            (Recorded::TimeRun { time_run, steps }, Work::TimeRun { config, steps: s }) => {
+                steps == s && time_run.same_experiment(config)
             }
             (Recorded::Measure { measure }, Work::Measure(m)) => {
                 let model = |m: &Measure| m.model.config().ok();
@@ -323,9 +334,24 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
     let Some(r) = Reduced::of(profile) else {
         return Ok(());
     };
+    // The most training and test samples any experiment reads from a generated benchmark.
+    let counts = |benchmarks: &[Benchmark]| -> Option<(i64, i64)> {
+        experiments
+            .iter()
+            .filter_map(|e| match &e.work {
+                Work::Train { config, .. } | Work::TimeRun { config, .. } => Some(&config.data),
+                Work::Measure(_) => None,
+            })
+            .filter(|d| {
+                d.data_dir.as_deref() == Some(data.generated.as_path())
+                    && d.benchmark.is_some_and(|b| benchmarks.contains(&b))
+            })
+            .map(|d| (d.ntrain.unwrap_or(0), d.ntest.unwrap_or(0)))
+            .reduce(|a, b| (a.0.max(b.0), a.1.max(b.1)))
+    };
     let reads = |needle: Option<Benchmark>| {
         experiments.iter().any(|e| match &e.work {
-            Work::Train { config, .. } => {
+            Work::Train { config, .. } | Work::TimeRun { config, .. } => {
                 let d = &config.data;
                 match needle {
                     Some(b) => {
@@ -346,8 +372,8 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
     let mut jobs: Vec<(PathBuf, String, DataJob)> = Vec::new();
     let count =
         |n: i64| usize::try_from(n).with_context(|| format!("the plan asks for {n} samples"));
-    if reads(Some(Benchmark::Darcy)) {
-        let (ntrain, ntest) = (r.superres.ntrain, r.superres.ntest);
+    // The Darcy files serve the forward and the inverse problem alike.
+    if let Some((ntrain, ntest)) = counts(&[Benchmark::Darcy, Benchmark::DarcyInverse]) {
         for (file, n, seed) in [
             ("piececonst_r421_N1024_smooth1.mat", ntrain, 1),
             ("piececonst_r421_N1024_smooth2.mat", ntest, 2),
@@ -391,6 +417,32 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
             device: "cpu".into(),
             t_final: None,
             batch: Some(NS2D_GEN_BATCH),
+            scheme: None,
+        });
+        jobs.push((out, line, job));
+    }
+    if let (Some((ntrain, ntest)), Some(res)) = (
+        counts(&[Benchmark::Burgers]),
+        super::galerkin::burgers_resolution(profile),
+    ) {
+        // The Galerkin layout trains on the first samples and tests on the last: one file of
+        // both, with no sample in both splits.
+        let n = ntrain + ntest;
+        let out = data.generated.join("burgers_data_R10.mat");
+        let line = format!(
+            "data gen burgers --res {res} --n {n} --seed 0 --out {}",
+            out.display()
+        );
+        let job = DataJob::Gen(GenArgs {
+            kind: "burgers".into(),
+            n: count(n)?,
+            res: Some(res),
+            seed: 0,
+            out: out.clone(),
+            profile: "full".into(),
+            device: "cpu".into(),
+            t_final: None,
+            batch: None,
             scheme: None,
         });
         jobs.push((out, line, job));
@@ -455,6 +507,7 @@ pub fn run(e: &Experiment, dir: &RunFolder, ctx: &RunContext) -> Outcome {
             test_resolutions,
         } => train(config, strides, test_resolutions, dir, ctx),
         Work::Measure(m) => measure(m, ctx),
+        Work::TimeRun { config, steps } => time_run(config, *steps, dir, ctx),
     };
     let mut o = Outcome::new(e, ctx);
     match result {
@@ -719,6 +772,34 @@ fn train_parallel(
         .map(|r| r.test_per_step.clone())
         .unwrap_or_default();
     Ok((summary, per_step))
+}
+
+/// `ono bench-train` of the experiment `config` in a process of its own: `steps` batches timed
+/// after one warm-up, and the peak memory of a process that trains this model on these data.
+fn time_run(config: &TrainConfig, steps: usize, dir: &RunFolder, ctx: &RunContext) -> Result<Fill> {
+    let file = write_experiment(dir, &as_run(config, ctx))?;
+    // Resolved here first: a missing file is then reported as missing data, by name.
+    drop(RunSpec::resolve(TrainConfig::from_file(&file)?)?);
+    let mut cmd = Command::new(&ctx.exe);
+    cmd.arg("bench-train").arg(&file).args([
+        "--steps",
+        &steps.to_string(),
+        "--device",
+        &ctx.device,
+    ]);
+    if let Some(n) = ctx.threads {
+        cmd.args(["--threads", &n.to_string()]);
+    }
+    let v = match message::run(cmd, |_| {})? {
+        Ended::Said(Message::BatchTimes(v)) => v,
+        other => bail!("bench-train failed: {}", other.describe()),
+    };
+    let (step, params, peak) = (Some(v.median_s), Some(v.params), v.peak_rss_mb);
+    Ok(Box::new(move |o: &mut Outcome| {
+        o.step_s = step;
+        o.params = params;
+        o.peak_mb = peak;
+    }))
 }
 
 /// `ono bench-step` in a process of its own: the peak memory is this model's alone.

@@ -202,7 +202,9 @@ impl Scale<'_> {
 
     fn config(&self, plan: &Plan, id: &str) -> Option<TrainConfig> {
         match &plan.experiments.iter().find(|e| e.id == id)?.work {
-            Work::Train { config, .. } => Some(config.as_ref().clone()),
+            Work::Train { config, .. } | Work::TimeRun { config, .. } => {
+                Some(config.as_ref().clone())
+            }
             Work::Measure(_) => None,
         }
     }
@@ -341,6 +343,11 @@ fn push_new(list: &mut Vec<Missing>, m: Missing) {
     if !list.contains(&m) {
         list.push(m);
     }
+}
+
+/// The two mean-field claims of any paper's run ([`mean_field`]).
+pub fn mean_field_claims(r: &Readings, paper: Option<&Plan>) -> Vec<Finding> {
+    mean_field(&Scale { r, paper })
 }
 
 /// The two mean-field claims, over every trained experiment that a cell reads (its seeds
@@ -808,9 +815,9 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
                 parts.push(format!(
                     "{}: {} {} {}",
                     a.column,
-                    ra.format(b.table, &a.column),
+                    ra.format(&a.source),
                     if holds { "<" } else { "≥" },
-                    rt.format(b.table, &t.column)
+                    rt.format(&t.source)
                 ));
                 if !holds {
                     failed_ids.extend(a.source.experiment());

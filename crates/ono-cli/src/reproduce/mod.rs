@@ -6,8 +6,10 @@
 pub mod budget;
 pub mod execute;
 pub mod findings;
+pub mod galerkin;
 mod jobs;
 mod paper;
+pub mod papers;
 pub mod plan;
 pub mod report;
 pub mod values;
@@ -23,14 +25,18 @@ use plan::{DataPaths, Profile};
 /// The command's options.
 #[derive(clap::Args)]
 pub struct Options {
+    /// Whose tables: `ono` (the ONO paper) or `galerkin` (the Galerkin Transformer paper).
+    #[arg(long, default_value = "ono")]
+    pub paper: String,
     /// `quick` (reduced sizes for a CPU: the neuraloperator Darcy set and generated data),
     /// `paper` (the paper's settings on the published files) or `smoke` (a few steps, for tests).
     #[arg(long, default_value = "quick")]
     pub profile: String,
-    /// Only these tables (table1,…,table8).
+    /// Only these tables (table1,…,table8; the paper's own numbers).
     #[arg(long)]
     pub only: Option<String>,
-    /// Only these models' rows (fno, galerkin, geofno, ufno, ffno, lsm, gnot, ono, transolver).
+    /// Only these models' rows (ONO paper: fno, galerkin, geofno, ufno, ffno, lsm, gnot, ono,
+    /// transolver; Galerkin paper: fno, ft, gt, st, lt).
     #[arg(long)]
     pub models: Option<String>,
     /// cpu, cuda or cuda:N.
@@ -43,7 +49,8 @@ pub struct Options {
     /// $ONO_NEURALOP_DIR, else the data folder; `cargo xtask reproduce` fetches them and sets it).
     #[arg(long)]
     pub neuralop_dir: Option<PathBuf>,
-    /// Where results go (default: results/<profile>).
+    /// Where results go (default: results/<profile>, results/<paper>/<profile> for another
+    /// paper than ONO's).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Torch intra-op threads (default: libtorch's).
@@ -107,6 +114,7 @@ impl Options {
             a.push(flag.into());
             a.extend(v);
         };
+        opt("--paper", Some(self.paper.clone().into()));
         if self.rehearse {
             opt("--rehearse", None);
         } else {
@@ -156,6 +164,8 @@ pub struct RunContext {
     pub nproc_per_node: Option<usize>,
     /// Also evaluate each result on its training samples (`Outcome::train_eval_rel_l2`).
     pub train_eval: bool,
+    /// Whose tables.
+    pub paper: papers::Paper,
 }
 
 #[cfg(test)]
@@ -174,6 +184,7 @@ impl RunContext {
             rehearsal: false,
             reference: None,
             nproc_per_node: None,
+            paper: papers::Paper::Ono,
         }
     }
 }
@@ -182,6 +193,7 @@ impl RunContext {
 /// failed (missing published files are not failures: they are reported by name).
 pub fn run(o: Options) -> Result<bool> {
     let started = Instant::now();
+    let which: papers::Paper = o.paper.parse()?;
     let profile: Profile = if o.rehearse {
         Profile::Paper
     } else {
@@ -194,7 +206,7 @@ pub fn run(o: Options) -> Result<bool> {
     );
     crate::device(&o.device)?;
     let out = o.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(if o.rehearse {
+        which.results_dir(if o.rehearse {
             "rehearsal"
         } else {
             profile.name()
@@ -212,7 +224,7 @@ pub fn run(o: Options) -> Result<bool> {
     );
     let tables = plan::list(o.only.as_deref());
     let models = plan::list(o.models.as_deref());
-    let mut plan = plan::select(plan::plan(profile, &data)?, &tables, &models)?;
+    let mut plan = plan::select(which, which.plan(profile, &data)?, &tables, &models)?;
     if o.rehearse {
         let split = write_miniatures(&data.published)?;
         plan = plan::rehearsal::rehearse(plan, &data.published, split)?;
@@ -221,12 +233,13 @@ pub fn run(o: Options) -> Result<bool> {
     let paper = match profile {
         Profile::Paper => None,
         _ => Some(plan::select(
-            plan::plan(Profile::Paper, &data)?,
+            which,
+            which.plan(Profile::Paper, &data)?,
             &tables,
             &models,
         )?),
     };
-    let ctx = context(&o)?;
+    let ctx = context(&o, which)?;
     if o.plan_only {
         set_threads(o.threads);
         return plan_only(&out, profile, &plan, &ctx, o.measure);
@@ -317,7 +330,7 @@ fn data_paths(o: &Options, out: &Path) -> Result<DataPaths> {
 
 /// The call's context: checks the thread and process counts, finds this binary, the machine
 /// and commit, and the reference loop's script.
-fn context(o: &Options) -> Result<RunContext> {
+fn context(o: &Options, paper: papers::Paper) -> Result<RunContext> {
     anyhow::ensure!(
         o.threads.is_none_or(|n| n > 0),
         "--threads must be positive"
@@ -336,6 +349,7 @@ fn context(o: &Options) -> Result<RunContext> {
         eval_batch: 4,
         train_eval: false,
         rehearsal: o.rehearse,
+        paper,
         reference: match o.reference_python.clone() {
             Some(python) => {
                 let script = absolute(

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use super::execute::{self, Outcome, Status};
 use super::findings::{self, Finding};
+use super::papers::Paper;
 use super::plan::{self, Cell, Measure, PaperOnly, Plan, Profile, Source, Work, SEEN_STEPS};
 use super::values::{err, num, Readings, SeedValue, Shown};
 use super::{clock, paper, RunContext};
@@ -57,19 +58,8 @@ pub struct CellOut {
     pub experiment: Option<String>,
 }
 
-const TITLES: [&str; 8] = [
-    "Table 1: relative L2 error on the six benchmarks",
-    "Table 2: time per training step (batch 8; FNO, LSM and ONO with 4 layers; ONO k = 16, width 128, linear transformer block)",
-    "Table 3: zero-shot super-resolution on Darcy (trained at 43 × 43)",
-    "Table 4: NS2d, trained on 8 predicted steps (seen), tested also on the next 2 (unseen)",
-    "Table 5: ONO's NN block",
-    "Table 6: orthogonalization against other normalizations of ψ",
-    "Table 7: ONO-8 against ONO-30",
-    "Table 8: parameters and peak memory of a training step (the Table 2 configurations)",
-];
-
-/// The differences between this profile's runs and the paper's, said once at the top.
-fn differences(profile: Profile) -> String {
+/// The differences between this profile's runs and the ONO paper's, said once at the top.
+pub fn ono_differences(profile: Profile) -> String {
     match profile {
         Profile::Paper => "- The paper's settings: each model's own recipe and preset, the published files, 500 epochs (the Geo-FNO Elasticity script: 200). The paper ran on an RTX 3090; Table 2 and 8 are measured on the machine named above.\n- Where the paper's text and the reference code disagree, the code's values are used (docs/reference-implementations.md).\n- The Transolver row is an extra (its own paper's numbers in the paper column).\n- Tables 2 and 8 have no paper column: their values could not be read from any version of the paper available to us.\n".to_string(),
         Profile::Quick | Profile::Smoke => {
@@ -153,6 +143,9 @@ pub fn write_plan(out: &Path, profile: Profile, plan: &Plan, ctx: &RunContext) -
     for e in &plan.experiments {
         let work = match &e.work {
             Work::Train { .. } => format!("`ono train {}/experiment.toml`", e.id),
+            Work::TimeRun { steps, .. } => {
+                format!("`ono bench-train {}/experiment.toml --steps {steps}`", e.id)
+            }
             Work::Measure(Measure { model, .. }) => format!(
                 "`ono bench-step --arch {} --preset {}`",
                 model.arch,
@@ -160,7 +153,7 @@ pub fn write_plan(out: &Path, profile: Profile, plan: &Plan, ctx: &RunContext) -
             ),
         };
         let _ = writeln!(s, "| {} | {} | {work} | {} |", e.id, e.model, e.data_note);
-        if let Work::Train { config, .. } = &e.work {
+        if let Work::Train { config, .. } | Work::TimeRun { config, .. } = &e.work {
             execute::write_experiment(
                 &ono_train::RunFolder::new(out.join(&e.id)),
                 &execute::as_run(config, ctx),
@@ -201,10 +194,10 @@ pub fn write(
     let found = if ctx.rehearsal {
         Vec::new()
     } else {
-        findings::evaluate(&readings, paper)
+        ctx.paper.findings(&readings, paper)
     };
     let mut md = header(profile, plan, paper, &found, ctx, wall);
-    let (tables, cells_out) = tables(out, plan, &readings)?;
+    let (tables, cells_out) = tables(out, ctx.paper, plan, &readings)?;
     md.push_str(&tables);
     md.push_str(&reference_section(plan, &readings));
     md.push_str(&experiments(plan, &readings, outcomes));
@@ -245,7 +238,7 @@ fn header(
             format!("--profile {}", profile.name()),
         )
     };
-    let _ = writeln!(md, "# The ONO paper's tables: {title}\n");
+    let _ = writeln!(md, "# {}: {title}\n", ctx.paper.title());
     let _ = writeln!(
         md,
         "- Command: `cargo xtask reproduce {flag}` (or `ono reproduce {flag}`), with the selection recorded in summary.json\n- Machine: {}\n- Device: {}\n- Commit: {}\n- Report written: {}; this call took {} (experiments finished by earlier calls keep their own date and wall time below)\n",
@@ -267,7 +260,7 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
     let _ = writeln!(
         md,
         "## How this run differs from the paper\n\n{}",
-        differences(profile)
+        ctx.paper.differences(profile)
     );
     if let Some(paper) = paper {
         md.push_str(&paper_only(paper, plan));
@@ -276,11 +269,16 @@ Not judged: a rehearsal checks that every experiment builds at its paper size, r
 }
 
 /// Every table of the plan as markdown (with its plot), and its cells for `summary.json`.
-fn tables(out: &Path, plan: &Plan, readings: &Readings) -> Result<(String, Vec<CellOut>)> {
+fn tables(
+    out: &Path,
+    paper: Paper,
+    plan: &Plan,
+    readings: &Readings,
+) -> Result<(String, Vec<CellOut>)> {
     let mut md = String::new();
     let mut cells_out = Vec::new();
     let mut seeds_said = false;
-    for table in 1..=8 {
+    for &table in paper.tables() {
         let cells: Vec<&Cell> = plan.cells.iter().filter(|c| c.table == table).collect();
         if cells.is_empty() {
             continue;
@@ -290,7 +288,8 @@ fn tables(out: &Path, plan: &Plan, readings: &Readings) -> Result<(String, Vec<C
             seeds_said = true;
             md.push_str("Cells run with several seeds (the same experiment otherwise) show the mean of the seeds' values ± half their range, and the number of seeds; the ratio and the findings use the mean, and summary.json lists every seed's value.\n\n");
         }
-        let _ = writeln!(md, "## {}\n", TITLES[table - 1]);
+        let title = paper.table_title(table);
+        let _ = writeln!(md, "## {title}\n");
         md.push_str("| model | column | paper | ours | ours / paper | mean field | data | wall | finished | commit |\n|---|---|---|---|---|---|---|---|---|---|\n");
         for (c, reading) in cells.iter().zip(read) {
             let o = c.source.experiment().and_then(|id| readings.outcome(id));
@@ -299,11 +298,11 @@ fn tables(out: &Path, plan: &Plan, readings: &Readings) -> Result<(String, Vec<C
                 _ => None,
             };
             let paper = match (c.paper, &c.source) {
-                (Some(p), _) => num(table, &c.column, p),
+                (Some(p), _) => num(&c.source, p),
                 (None, Source::Unsupported) => "–".into(),
                 (None, _) => "".into(),
             };
-            let ours = reading.format(table, &c.column);
+            let ours = reading.format(&c.source);
             let data = c
                 .source
                 .experiment()
@@ -336,8 +335,11 @@ fn tables(out: &Path, plan: &Plan, readings: &Readings) -> Result<(String, Vec<C
             });
         }
         md.push('\n');
-        if let Some(png) = plot(out, table, &cells, readings)? {
-            let _ = writeln!(md, "![{}]({png})\n", TITLES[table - 1]);
+        // The plots draw the ONO paper's tables (its Table 3's resolutions, Table 4's steps).
+        if paper == Paper::Ono {
+            if let Some(png) = plot(out, table, &cells, readings)? {
+                let _ = writeln!(md, "![{title}]({png})\n");
+            }
         }
     }
     Ok((md, cells_out))

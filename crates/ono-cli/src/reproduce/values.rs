@@ -58,17 +58,19 @@ impl Reading {
 
     /// The value as the report's tables show it: `0.0123 ± 0.0004 (2 seeds)` where it has
     /// several seeds, `0.0123 (1 of 2 seeds)` where only one of them was measured.
-    pub fn format(&self, table: usize, column: &str) -> String {
+    pub fn format(&self, source: &Source) -> String {
         match &self.shown {
             Shown::Value(v) => {
                 let measured = self.measured();
                 // The spread to the value's own decimals (errors: 4 where `num` writes 4).
-                let sp = |s: f64| match table {
-                    2 | 8 => num(table, column, s),
+                let sp = |s: f64| match source {
+                    Source::StepTime(_) | Source::Params(_) | Source::PeakMemory(_) => {
+                        num(source, s)
+                    }
                     _ if v.abs() >= 1e-3 => format!("{s:.4}"),
                     _ => format!("{s:.2e}"),
                 };
-                let v = num(table, column, *v);
+                let v = num(source, *v);
                 let (n, m) = (self.seeds.len(), measured.len());
                 match spread(&measured) {
                     _ if n <= 1 => v,
@@ -216,7 +218,7 @@ impl Reading {
 /// The seed a trained experiment runs with (0 for a timed step).
 fn seed(e: &Experiment) -> u64 {
     match &e.work {
-        Work::Train { config, .. } => config.seed,
+        Work::Train { config, .. } | Work::TimeRun { config, .. } => config.seed,
         Work::Measure(_) => 0,
     }
 }
@@ -237,11 +239,12 @@ pub fn of_outcome(source: &Source, o: &Outcome) -> Option<f64> {
     }
 }
 
-/// A value of `table`'s `column` in the paper's style: errors with four significant digits.
-pub fn num(table: usize, column: &str, v: f64) -> String {
-    match (table, column) {
-        (2, _) => format!("{v:.3} s"),
-        (8, "parameters") => {
+/// A value of a cell read from `source` in the paper's style: errors with four significant
+/// digits, seconds per step, parameters with thousands separators, megabytes.
+pub fn num(source: &Source, v: f64) -> String {
+    match source {
+        Source::StepTime(_) => format!("{v:.3} s"),
+        Source::Params(_) => {
             let s = format!("{}", v.round() as i64);
             let mut out = String::new();
             for (i, c) in s.chars().enumerate() {
@@ -252,7 +255,7 @@ pub fn num(table: usize, column: &str, v: f64) -> String {
             }
             out
         }
-        (8, _) => format!("{v:.0}"),
+        Source::PeakMemory(_) => format!("{v:.0}"),
         _ if v.abs() >= 1e-3 => format!("{v:.4}"),
         _ => format!("{v:.2e}"),
     }
@@ -260,5 +263,5 @@ pub fn num(table: usize, column: &str, v: f64) -> String {
 
 /// An error as the report writes it.
 pub fn err(v: f64) -> String {
-    num(1, "", v)
+    num(&Source::TestError(String::new()), v)
 }

@@ -11,6 +11,9 @@
 //!   grid (R = `subsample_attn`, 12 → 36), both with the reference's NaN-padded windows
 //!   (`pooling_2d`), on the query points (the coarse grid's positions).
 //! - Splits: train = smooth1[:1024], test = smooth2[-100:].
+//! - `coarse_r = r`: the target on the input's own points (pooled r×r), and no query points: the
+//!   paper's FNO2d rows (Table 3, "only n_f" and "only n_c"), whose output lies on their input
+//!   grid.
 //!
 //! The noise is drawn from ChaCha8 streams seeded by the reference's seed 1127802 (train: stream
 //! 0, test: stream 1), so the data are the same on every run; NumPy's stream is not reproduced.
@@ -89,9 +92,12 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
     };
     let fine = grid_positions_2d(n, n)?;
     let coarse = grid_positions_2d(m, m)?;
+    let same_grid = coarse_r == r;
     let split = |fx: Tensor, y: Tensor| -> Result<Split> {
         let mut s = Split::new(fx, y.f_to_kind(Kind::Float)?, fine.shallow_clone());
-        s.query = Some(coarse.shallow_clone());
+        if !same_grid {
+            s.query = Some(coarse.shallow_clone());
+        }
         Ok(s)
     };
     Ok(Loaded {
@@ -100,7 +106,7 @@ pub(super) fn load(dir: &Path, opts: &LoadOptions) -> Result<Loaded> {
             train: split(noisy(&u_train, 0)?, a_train)?,
             test: split(noisy(&u_test, 1)?, a_test)?,
             grid: Some(vec![n, n]),
-            query_grid: Some(vec![m, m]),
+            query_grid: (!same_grid).then(|| vec![m, m]),
             test_grid: None,
         },
         files: vec![train_path.clone(), test_path.clone()],

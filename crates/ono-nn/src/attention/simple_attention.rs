@@ -50,7 +50,7 @@ impl GalerkinAttentionKind {
     }
 
     /// Whether K and V are normalised (else Q and K).
-    fn normalises_values(self) -> bool {
+    pub fn normalises_values(self) -> bool {
         matches!(self, Self::Galerkin | Self::Linear)
     }
 }

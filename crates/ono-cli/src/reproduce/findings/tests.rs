@@ -413,7 +413,10 @@ fn table1_rank_with_seeds() {
 
     // The cell shows the mean ± half the range of its seeds; summary.json lists both.
     let reading = readings.cell(&plan.cells[2]);
-    assert_eq!(reading.format(1, "Darcy"), "0.0123 ± 0.0004 (2 seeds)");
+    assert_eq!(
+        reading.format(&plan.cells[2].source),
+        "0.0123 ± 0.0004 (2 seeds)"
+    );
     assert_eq!(
         reading
             .seeds
@@ -430,9 +433,15 @@ fn table1_rank_with_seeds() {
     // One seed missing: the other alone, said so.
     let partial = vec![outcomes[2].clone(), no_data(&plan.experiments[4])];
     let reading = Readings::new(&plan, &partial).cell(&plan.cells[2]);
-    assert_eq!(reading.format(1, "Darcy"), "0.0119 (1 of 2 seeds)");
+    assert_eq!(
+        reading.format(&plan.cells[2].source),
+        "0.0119 (1 of 2 seeds)"
+    );
     // A cell of one seed is its value alone.
-    assert_eq!(readings.cell(&plan.cells[0]).format(1, "Darcy"), "0.0300");
+    assert_eq!(
+        readings.cell(&plan.cells[0]).format(&plan.cells[0].source),
+        "0.0300"
+    );
     assert!(readings.cell(&plan.cells[0]).seeds.is_empty());
 }
 

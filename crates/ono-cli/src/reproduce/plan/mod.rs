@@ -16,6 +16,8 @@ mod tables;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
+
+use super::papers::Paper;
 use ono_data::benchmarks::Benchmark;
 use ono_train::config::{ModelSection, TrainConfig};
 use serde::{Deserialize, Serialize};
@@ -87,11 +89,6 @@ pub fn model_label(model: &str) -> &'static str {
     }
 }
 
-/// The tables, by the name `--only` takes.
-pub const TABLES: [&str; 8] = [
-    "table1", "table2", "table3", "table4", "table5", "table6", "table7", "table8",
-];
-
 /// A benchmark of Table 1 (and the ablations).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Task {
@@ -156,6 +153,12 @@ pub enum Work {
     },
     /// `ono bench-step` in a process of its own (its peak memory is the process's).
     Measure(Measure),
+    /// `ono bench-train` of an experiment in a process of its own: `steps` batches timed on its
+    /// own data, and the process's peak memory.
+    TimeRun {
+        config: Box<TrainConfig>,
+        steps: usize,
+    },
 }
 
 /// A timed training step: `ono bench-step`'s arguments.
@@ -284,8 +287,8 @@ pub struct Plan {
 
 impl Plan {
     /// Adds an experiment unless one of that id is there (several cells read one experiment).
-    fn add(&mut self, id: &str, model: &str, mut work: Work, data_note: String) {
-        if let Work::Train { config, .. } = &mut work {
+    pub(crate) fn add(&mut self, id: &str, model: &str, mut work: Work, data_note: String) {
+        if let Work::Train { config, .. } | Work::TimeRun { config, .. } = &mut work {
             // Its file lives in its run folder: `ono train <folder>/experiment.toml --resume`
             // continues this very run.
             config.output_dir = PathBuf::from(".");
@@ -345,7 +348,7 @@ impl Plan {
     }
 
     /// Adds a cell.
-    fn cell(
+    pub(crate) fn cell(
         &mut self,
         table: usize,
         row: &str,
@@ -399,18 +402,19 @@ pub fn only_in<'a>(reference: &'a Plan, this: &Plan) -> Vec<&'a Cell> {
 }
 
 /// Keeps the cells of `tables` and `models` (all when empty) and the experiments they read.
-/// Unknown names are errors that list the known ones.
-pub fn select(plan: Plan, tables: &[String], models: &[String]) -> Result<Plan> {
+/// Unknown names (of `paper`'s tables and rows) are errors that list the known ones.
+pub fn select(paper: Paper, plan: Plan, tables: &[String], models: &[String]) -> Result<Plan> {
+    let known: Vec<String> = paper.tables().iter().map(|t| format!("table{t}")).collect();
     for t in tables {
-        if !TABLES.contains(&t.as_str()) {
-            bail!("--only: unknown table `{t}` (known: {})", TABLES.join(", "));
+        if !known.contains(t) {
+            bail!("--only: unknown table `{t}` (known: {})", known.join(", "));
         }
     }
     for m in models {
-        if !MODELS.contains(&m.as_str()) {
+        if !paper.models().contains(&m.as_str()) {
             bail!(
                 "--models: unknown model `{m}` (known: {})",
-                MODELS.join(", ")
+                paper.models().join(", ")
             );
         }
     }

@@ -24,7 +24,7 @@ fn every_profile_plans_valid_experiments() {
         let p = plan(profile, &paths()).unwrap();
         for e in &p.experiments {
             match &e.work {
-                Work::Train { config, .. } => {
+                Work::Train { config, .. } | Work::TimeRun { config, .. } => {
                     config
                         .validate()
                         .unwrap_or_else(|err| panic!("{}: {}: {err}", profile.name(), e.id));
@@ -95,7 +95,13 @@ fn every_base_file_is_used() {
 #[test]
 fn selection_by_table_and_model() {
     let quick = || plan(Profile::Quick, &paths()).unwrap();
-    let p = select(quick(), &["table3".into()], &["fno".into(), "ono".into()]).unwrap();
+    let p = select(
+        Paper::Ono,
+        quick(),
+        &["table3".into()],
+        &["fno".into(), "ono".into()],
+    )
+    .unwrap();
     let ids: Vec<&str> = p.experiments.iter().map(|e| e.id.as_str()).collect();
     // Table 3's zero-shot pair reads Table 1's Darcy runs (with their seed replicates).
     assert_eq!(
@@ -109,10 +115,11 @@ fn selection_by_table_and_model() {
             "superres/ono"
         ]
     );
-    assert!(select(quick(), &["table0".into()], &[]).is_err());
-    assert!(select(quick(), &[], &["deeponet".into()]).is_err());
+    assert!(select(Paper::Ono, quick(), &["table0".into()], &[]).is_err());
+    assert!(select(Paper::Ono, quick(), &[], &["deeponet".into()]).is_err());
     // Geo-FNO's regular-grid cells are FNO's runs.
     let p = select(
+        Paper::Ono,
         plan(Profile::Paper, &paths()).unwrap(),
         &["table1".into()],
         &["geofno".into()],
@@ -121,7 +128,7 @@ fn selection_by_table_and_model() {
     assert!(p.experiments.iter().any(|e| e.id == "darcy/fno"));
     assert!(!p.experiments.iter().any(|e| e.id == "darcy/geofno"));
     // A selected cell keeps its experiment's seed replicates.
-    let p = select(quick(), &["table1".into()], &["fno".into()]).unwrap();
+    let p = select(Paper::Ono, quick(), &["table1".into()], &["fno".into()]).unwrap();
     assert!(p.experiments.iter().any(|e| e.id == "darcy/fno@seed1"));
 }
 
@@ -361,6 +368,12 @@ fn plans_are_those_of_the_previous_planner() {
                         "measure": {"shapes": m.shapes, "batch": m.batch, "steps": m.steps},
                         "model": m.model.config().unwrap(),
                     }),
+                    Work::TimeRun { config, steps } => {
+                        let model = config.model.config().unwrap();
+                        let mut cfg = serde_json::to_value(config.as_ref()).unwrap();
+                        cfg.as_object_mut().unwrap().remove("model");
+                        json!({"time_run": cfg, "model": model, "steps": steps})
+                    }
                 };
                 json!({"id": e.id, "model": e.model, "data_note": e.data_note, "work": work})
             })
