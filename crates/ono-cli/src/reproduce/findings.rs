@@ -37,11 +37,22 @@ pub enum Claim {
     /// ONO's error grows less than FNO's from the training resolution to the finest (Table 3),
     /// for the super-resolution experiments `<experiments>/fno` and `<experiments>/ono`.
     SuperResolution { experiments: String },
-    /// In every column of `table`, row `row` has a lower error than row `than`.
+    /// In every column of `table`, row `row` has a lower error than row `than` (at most `bar` ×
+    /// it, where there is a bar).
     Below {
         table: usize,
         row: String,
         than: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bar: Option<f64>,
+    },
+    /// Row `row`'s errors over the columns of `table` (starting with `columns`) differ by at
+    /// most the factor `bar`, largest over smallest.
+    Invariant {
+        table: usize,
+        row: String,
+        columns: String,
+        bar: f64,
     },
 }
 
@@ -81,7 +92,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn new(claim: Claim, statement: String) -> Self {
+    pub(crate) fn new(claim: Claim, statement: String) -> Self {
         Self {
             claim,
             statement,
@@ -93,7 +104,7 @@ impl Finding {
         }
     }
 
-    fn number(&mut self, label: impl Into<String>, value: f64) {
+    pub(crate) fn number(&mut self, label: impl Into<String>, value: f64) {
         self.numbers.push(Number {
             label: label.into(),
             value,
@@ -102,7 +113,13 @@ impl Finding {
 
     /// Sets the verdict: not measured when nothing was, else whether any part failed; the
     /// reason is kept only where it does not hold.
-    fn decide(mut self, measured: bool, failed: bool, missing: Vec<Missing>, why: String) -> Self {
+    pub(crate) fn decide(
+        mut self,
+        measured: bool,
+        failed: bool,
+        missing: Vec<Missing>,
+        why: String,
+    ) -> Self {
         if !measured {
             self.verdict = Verdict::NotMeasured(missing);
         } else {
@@ -331,7 +348,7 @@ fn missing_words(missing: &[Missing]) -> String {
 
 /// A run without a number: why, in a word or two (the whole message is in the experiments'
 /// table and under "Missing data").
-fn missing(id: &str, why: &str) -> Missing {
+pub(crate) fn missing(id: &str, why: &str) -> Missing {
     Missing {
         experiment: id.to_string(),
         why: why.split(':').next().unwrap_or(why).to_string(),
@@ -697,13 +714,18 @@ fn super_resolution(s: &Scale) -> Vec<Finding> {
     out
 }
 
-/// A "lower error than" claim of an ablation table.
-struct BelowSpec {
-    table: usize,
-    row: &'static str,
-    than: &'static str,
-    statement: String,
-    reason: &'static str,
+/// A "lower than" claim of a table: in every column of `table` that has both rows (and whose
+/// name starts with `columns`), row `row`'s value is below row `than`'s, or at most `bar` × it.
+pub struct BelowSpec {
+    pub table: usize,
+    pub row: &'static str,
+    pub than: &'static str,
+    /// At most this fraction of `than`'s value (`None`: strictly below it).
+    pub bar: Option<f64>,
+    /// The columns compared: those whose name starts with this.
+    pub columns: &'static str,
+    pub statement: String,
+    pub reason: &'static str,
 }
 
 /// Tables 4–7's claims.
@@ -720,6 +742,8 @@ fn below_claims() -> Vec<BelowSpec> {
             than: fno,
             statement: "ONO's error is below FNO's on the seen and on the unseen steps of NS2d (Table 4)".into(),
             reason: "Both models are trained on far fewer trajectories for far fewer epochs than the paper's, and an undertrained rollout's error compounds over the steps:",
+            bar: None,
+            columns: "",
         },
         BelowSpec {
             table: 5,
@@ -727,6 +751,8 @@ fn below_claims() -> Vec<BelowSpec> {
             than: block(NnBlock::LinearTransformer),
             statement: "ONO with the Nyström block is below ONO with the linear transformer block (Table 5)".into(),
             reason: ablation,
+            bar: None,
+            columns: "",
         },
         BelowSpec {
             table: 5,
@@ -734,6 +760,8 @@ fn below_claims() -> Vec<BelowSpec> {
             than: block(NnBlock::Galerkin),
             statement: "ONO with the Nyström block is below ONO with the Galerkin block (Table 5)".into(),
             reason: ablation,
+            bar: None,
+            columns: "",
         },
         BelowSpec {
             table: 6,
@@ -741,6 +769,8 @@ fn below_claims() -> Vec<BelowSpec> {
             than: norm(Orthogonalization::BatchNorm),
             statement: "Orthonormalizing ψ is below normalizing it with BN (Table 6)".into(),
             reason: ablation,
+            bar: None,
+            columns: "",
         },
         BelowSpec {
             table: 6,
@@ -748,6 +778,8 @@ fn below_claims() -> Vec<BelowSpec> {
             than: norm(Orthogonalization::LayerNorm),
             statement: "Orthonormalizing ψ is below normalizing it with LN (Table 6)".into(),
             reason: ablation,
+            bar: None,
+            columns: "",
         },
         BelowSpec {
             table: 7,
@@ -755,8 +787,15 @@ fn below_claims() -> Vec<BelowSpec> {
             than: depth(8),
             statement: format!("{} is below {} (Table 7)", depth(30), depth(8)),
             reason: "A deeper model needs more steps to train than a shallow one; here it is also narrower than the paper's and trained for far fewer epochs:",
+            bar: None,
+            columns: "",
         },
     ]
+}
+
+/// A [`BelowSpec`] claim judged on a run (`paper`: the paper profile's plan, for the "why").
+pub fn below_claim(r: &Readings, paper: Option<&Plan>, b: &BelowSpec) -> Option<Finding> {
+    below(&Scale { r, paper }, b)
 }
 
 /// A "lower error than" claim over the columns of its table that have both rows.
@@ -774,7 +813,7 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
         .plan
         .cells
         .iter()
-        .filter(|c| c.table == b.table && c.row == b.row)
+        .filter(|c| c.table == b.table && c.row == b.row && c.column.starts_with(b.columns))
         .filter_map(|c| Some((c, cell(b.than, &c.column)?)))
         .collect();
     let pairs: Vec<(&Cell, &Cell)> = all
@@ -799,6 +838,7 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
             table: b.table,
             row: b.row.to_string(),
             than: b.than.to_string(),
+            bar: b.bar,
         },
         b.statement.clone(),
     );
@@ -811,12 +851,17 @@ fn below(s: &Scale, b: &BelowSpec) -> Option<Finding> {
                 measured += 1;
                 f.number(format!("{} {}", b.row, a.column), x);
                 f.number(format!("{} {}", b.than, a.column), y);
-                let holds = x < y;
+                let (holds, shown) = match b.bar {
+                    None => {
+                        let holds = x < y;
+                        (holds, if holds { "<" } else { "≥" }.to_string())
+                    }
+                    Some(bar) => (x <= bar * y, format!("= {:.2} ×", x / y)),
+                };
                 parts.push(format!(
-                    "{}: {} {} {}",
+                    "{}: {} {shown} {}",
                     a.column,
                     ra.format(&a.source),
-                    if holds { "<" } else { "≥" },
                     rt.format(&t.source)
                 ));
                 if !holds {

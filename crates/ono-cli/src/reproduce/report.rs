@@ -239,6 +239,10 @@ fn header(
         )
     };
     let _ = writeln!(md, "# {}: {title}\n", ctx.paper.title());
+    let flag = match ctx.paper {
+        Paper::Ono => flag,
+        other => format!("--paper {} {flag}", other.key()),
+    };
     let _ = writeln!(
         md,
         "- Command: `cargo xtask reproduce {flag}` (or `ono reproduce {flag}`), with the selection recorded in summary.json\n- Machine: {}\n- Device: {}\n- Commit: {}\n- Report written: {}; this call took {} (experiments finished by earlier calls keep their own date and wall time below)\n",

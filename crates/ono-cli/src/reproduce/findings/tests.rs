@@ -79,6 +79,7 @@ fn below_claim(table: usize, row: &str, than: &str) -> Claim {
         table,
         row: row.into(),
         than: than.into(),
+        bar: None,
     }
 }
 

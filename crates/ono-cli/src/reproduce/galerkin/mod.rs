@@ -596,7 +596,14 @@ fn table8(ctx: &Ctx, p: &mut Plan) -> Result<()> {
         let paper_col = BURGERS_N.iter().position(|&m| m == n);
         let column = format!("Burgers n={n}");
         for &row in &rows {
-            let (label, regular, eta, delta, zeta, paper) = numbers::TABLE8[row];
+            let numbers::AblationRow {
+                label,
+                regular,
+                eta,
+                delta,
+                zeta,
+                errors: paper,
+            } = numbers::TABLE8[row];
             let gt = VARIANTS[if regular { 1 } else { 5 }];
             let shared = eta == 1e-2 && delta == 1e-2 && zeta == 0.0;
             let id = if shared {
