@@ -60,7 +60,9 @@ pub struct CellOut {
 
 /// The differences between this profile's runs and the ONO paper's, said once at the top.
 pub fn ono_differences(profile: Profile) -> String {
-    match profile {
+    let table3 = "- **Table 3 has FNO twice**, as the paper's FNO could have met the finer grids: with its pointwise normalizers fitted on the training grid and interpolated onto the finer one (our choice, docs/training.md, and the row of earlier reports), and with per-channel normalizers, whose statistics do not depend on the grid. Each row's finding is stated on its own.\n";
+    table3.to_string()
+        + &match profile {
         Profile::Paper => "- The paper's settings: each model's own recipe and preset, the published files, 500 epochs (the Geo-FNO Elasticity script: 200). The paper ran on an RTX 3090; Table 2 and 8 are measured on the machine named above.\n- Where the paper's text and the reference code disagree, the code's values are used (docs/reference-implementations.md).\n- The Transolver row is an extra (its own paper's numbers in the paper column).\n- Tables 2 and 8 have no paper column: their values could not be read from any version of the paper available to us.\n".to_string(),
         Profile::Quick | Profile::Smoke => {
             let darcy = format!(

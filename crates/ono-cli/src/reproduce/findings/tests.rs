@@ -447,20 +447,29 @@ fn table1_rank_with_seeds() {
 }
 
 /// Table 3 per super-resolution data set, whatever its experiments are called: here one data
-/// set where ONO's error grows less than FNO's and one where it does not.
+/// set where ONO's error grows less than FNO's and one where it does not; and on the first, a
+/// second FNO row (its per-channel normalizer) judged on its own.
 #[test]
 fn super_resolution_per_data_set() {
     let mut experiments = Vec::new();
     let mut cells = Vec::new();
     let mut outcomes = Vec::new();
-    // (data set, model, trained error, finest error)
-    for (set, model, trained, finest) in [
-        ("superres", "fno", 0.01, 0.05),
-        ("superres", "ono", 0.02, 0.021),
-        ("zero-shot", "fno", 0.01, 0.011),
-        ("zero-shot", "ono", 0.02, 0.04),
+    // (data set, experiment, model, row, trained error, finest error)
+    for (set, name, model, row_label, trained, finest) in [
+        ("superres", "fno", "fno", "fno", 0.01, 0.05),
+        (
+            "superres",
+            "fno-per-channel",
+            "fno",
+            "FNO per channel",
+            0.01,
+            0.0105,
+        ),
+        ("superres", "ono", "ono", "ono", 0.02, 0.021),
+        ("zero-shot", "fno", "fno", "fno", 0.01, 0.011),
+        ("zero-shot", "ono", "ono", "ono", 0.02, 0.04),
     ] {
-        let id = format!("{set}/{model}");
+        let id = format!("{set}/{name}");
         let e = experiment(&id);
         let mut o = done(&e, trained, 0.5);
         o.at_stride = BTreeMap::from([("2".to_string(), 0.9), ("1".to_string(), finest)]);
@@ -468,7 +477,7 @@ fn super_resolution_per_data_set() {
         experiments.push(e);
         let row = |column: &str, source| Cell {
             model: model.into(),
-            ..cell(3, model, column, None, source)
+            ..cell(3, row_label, column, None, source)
         };
         cells.push(row("trained", Source::TestError(id.clone())));
         cells.push(row("s=1", Source::AtStride(id.clone(), 1)));
@@ -481,9 +490,22 @@ fn super_resolution_per_data_set() {
             &found,
             &Claim::SuperResolution {
                 experiments: s.into(),
+                fno_row: None,
             },
         )
     };
+    let per_channel = find(
+        &found,
+        &Claim::SuperResolution {
+            experiments: "superres".into(),
+            fno_row: Some("FNO per channel".into()),
+        },
+    );
+    assert_eq!(per_channel.verdict, Verdict::DoesNotHold);
+    assert_eq!(
+        per_channel.summary,
+        "from trained to s=1, FNO's error goes 0.0100 → 0.0105 (+0.0005), ONO's 0.0200 → 0.0210 (+0.0010)"
+    );
     assert_eq!(set("superres").verdict, Verdict::Holds);
     assert_eq!(
         set("superres").summary,

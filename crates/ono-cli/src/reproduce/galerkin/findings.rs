@@ -194,5 +194,10 @@ fn invariant(r: &Readings, table: usize, row: &str, columns: &str) -> Option<Fin
             .join(", "),
         factor
     );
-    Some(f.decide(true, factor > INVARIANCE_BAR, absent, UNDERTRAINED.trim_end_matches(':').to_string() + "."))
+    Some(f.decide(
+        true,
+        factor > INVARIANCE_BAR,
+        absent,
+        UNDERTRAINED.trim_end_matches(':').to_string() + ".",
+    ))
 }
