@@ -226,7 +226,7 @@ pub fn run(o: Options) -> Result<bool> {
     let models = plan::list(o.models.as_deref());
     let mut plan = plan::select(which, which.plan(profile, &data)?, &tables, &models)?;
     if o.rehearse {
-        let split = write_miniatures(&data.published)?;
+        let split = write_miniatures(&data.published, which)?;
         plan = plan::rehearsal::rehearse(plan, &data.published, split)?;
     }
     // What the report compares this profile with: the cells it drops, the settings it shrinks.
@@ -449,17 +449,22 @@ fn run_experiments(
     outcomes
 }
 
-/// Writes the rehearsal's miniatures of the six benchmarks into `dir` and returns their split.
-fn write_miniatures(dir: &Path) -> Result<ono_data::benchmarks::miniature::Miniature> {
+/// Writes the rehearsal's miniatures of the paper's benchmarks into `dir` and returns their
+/// split.
+fn write_miniatures(
+    dir: &Path,
+    paper: papers::Paper,
+) -> Result<ono_data::benchmarks::miniature::Miniature> {
     use ono_data::benchmarks::{miniature, Benchmark};
     let what = format!("write_rehearsal {}", miniature::sizes_label(true, 0));
-    write_once(
-        dir,
-        "rehearsal miniature",
-        &what,
-        &ono_data::benchmarks::Benchmark::PAPER,
-        |b, dir| miniature::write_rehearsal(b, dir, miniature::MatVersion::V5),
-    )?;
+    let benchmarks: &[Benchmark] = match paper {
+        papers::Paper::Ono => &Benchmark::PAPER,
+        // Its inverse problem reads the Darcy files.
+        papers::Paper::Galerkin => &[Benchmark::Burgers, Benchmark::Darcy],
+    };
+    write_once(dir, "rehearsal miniature", &what, benchmarks, |b, dir| {
+        miniature::write_rehearsal(b, dir, miniature::MatVersion::V5)
+    })?;
     miniature::rehearsal_split(Benchmark::Darcy).context("the rehearsal sizes Darcy")
 }
 

@@ -120,6 +120,8 @@ struct Sizes {
     elasticity: (usize, usize),
     /// Plasticity: samples and (H, W, T) (published: 101 × 31 × 20).
     plasticity: (usize, usize, usize, usize),
+    /// Burgers: samples and points (published: 2048 samples of 8192).
+    burgers: (usize, usize),
 }
 
 /// The loader tests' sizes: a few cells each, fast to read.
@@ -130,6 +132,7 @@ const TINY: Sizes = Sizes {
     pipe: (9, 4, 5),
     elasticity: (10, 12),
     plasticity: (10, 6, 3, 5),
+    burgers: (8, 64),
 };
 
 /// The rehearsal's sizes ([`write_rehearsal`]): the published grids where they are cheap
@@ -145,6 +148,7 @@ const REHEARSAL: Sizes = Sizes {
     pipe: (6, 65, 65),
     elasticity: (6, 972),
     plasticity: (6, 101, 31, 10),
+    burgers: (6, 8192),
 };
 
 /// The published files' sizes ([`Benchmark::published_extent`]) with `samples` samples per
@@ -172,6 +176,7 @@ fn published(samples: usize) -> Sizes {
             plasticity.grid[1],
             plasticity.time_steps,
         ),
+        burgers: (samples, Benchmark::Burgers.published_extent().grid[0]),
     }
 }
 
@@ -196,9 +201,10 @@ pub fn write_published(benchmark: Benchmark, dir: &Path, samples: usize) -> Resu
 
 /// Miniatures for rehearsing the paper profile (`ono reproduce --rehearse`): the published
 /// files' names, formats, variables, dtypes and axis order, six samples each (four to train, two
-/// to test) on grids where every model of the paper plan runs at its paper size. The benchmarks
-/// the paper plan does not read (Burgers, the neuraloperator sets, the Darcy inverse problem, the
-/// interpolated Elasticity grid) are [`write`]'s.
+/// to test) on grids where every model of the paper plans runs at its paper size (Burgers at the
+/// published 8192 points, for the Galerkin Transformer paper's n = 8192; its Darcy inverse
+/// problem reads the Darcy files). The benchmarks no paper plan reads (the neuraloperator sets,
+/// the interpolated Elasticity grid) are [`write`]'s.
 /// `mat` is the MAT files' version (the published files are [`MatVersion::V5`]).
 pub fn write_rehearsal(benchmark: Benchmark, dir: &Path, mat: MatVersion) -> Result<Miniature> {
     let tiny = write_sized(benchmark, dir, &REHEARSAL, mat)?;
@@ -216,7 +222,7 @@ pub fn sizes_label(rehearsal: bool, samples: usize) -> String {
     format!("{z:?}")
 }
 
-/// The split of [`write_rehearsal`]'s files of the six benchmarks it sizes (four samples to
+/// The split of [`write_rehearsal`]'s files of the benchmarks it sizes (four samples to
 /// train, two to test), without writing them; `None` for the others ([`write`]'s).
 pub fn rehearsal_split(benchmark: Benchmark) -> Option<Miniature> {
     matches!(
@@ -227,6 +233,7 @@ pub fn rehearsal_split(benchmark: Benchmark) -> Option<Miniature> {
             | Benchmark::Pipe
             | Benchmark::Elasticity
             | Benchmark::Plasticity
+            | Benchmark::Burgers
     )
     .then_some(Miniature {
         samples: REHEARSAL.darcy.0,
@@ -283,11 +290,13 @@ fn write_sized(benchmark: Benchmark, dir: &Path, z: &Sizes, mat: MatVersion) -> 
             Ok(m(10, 6, 3))
         }
         Benchmark::Burgers => {
-            let a = coded("a", &[8, 64], false, |i| code(i) + 1.0)?;
-            let u = coded("u", &[8, 64], false, |i| code(i) + 0.5)?;
-            let a_x = coded("a_x", &[8, 64], false, code)?;
+            let (n, points) = z.burgers;
+            let a = coded("a", &[n, points], false, |i| code(i) + 1.0)?;
+            let u = coded("u", &[n, points], false, |i| code(i) + 0.5)?;
+            let a_x = coded("a_x", &[n, points], false, code)?;
             mat.write(&dir.join("burgers_data_R10.mat"), &[a, u, a_x], true)?;
-            Ok(m(8, 5, 2))
+            // The tiny file's split (5 + 2 of 8); a larger one keeps two samples to test.
+            Ok(if n == 8 { m(8, 5, 2) } else { m(n, n - 2, 2) })
         }
         Benchmark::Airfoil => {
             let (n, h, w) = z.airfoil;
@@ -390,7 +399,8 @@ mod tests {
         assert_eq!(
             sizes_label(false, 2),
             "Sizes { darcy: (2, 421), ns2d: (2, 64, 20), airfoil: (2, 221, 51), \
-             pipe: (2, 129, 129), elasticity: (2, 972), plasticity: (2, 101, 31, 20) }"
+             pipe: (2, 129, 129), elasticity: (2, 972), plasticity: (2, 101, 31, 20), \
+             burgers: (2, 8192) }"
         );
     }
 }

@@ -47,14 +47,31 @@ pub fn rehearse(mut plan: Plan, miniatures: &Path, split: Miniature) -> Result<P
         d.data_dir = Some(miniatures.to_path_buf());
         d.ntrain = Some(split.ntrain as i64);
         d.ntest = Some(split.ntest as i64);
-        if d.benchmark == Some(ono_data::benchmarks::Benchmark::Darcy) {
+        use ono_data::benchmarks::Benchmark;
+        let side = |r: usize| ((DARCY_SIDE - 1) / r + 1) as i64;
+        if d.benchmark == Some(Benchmark::Darcy) {
             // The Galerkin Transformer interpolates between two fixed grids, the fine one the
             // training grid: on the rehearsal's Darcy it is that file's, strided.
-            let side = ((DARCY_SIDE - 1) / d.r.unwrap_or(5) + 1) as i64;
+            let side = side(d.r.unwrap_or(5));
             cfg.model.edit(|m| {
                 if let ModelConfig::Galerkin(c) = m {
                     if c.scaler_grids.is_some() {
                         c.scaler_grids = Some(galerkin_grids(side));
+                    }
+                }
+            })?;
+        }
+        if d.benchmark == Some(Benchmark::DarcyInverse) {
+            // The inverse problem's two grids, the input's and the coefficient's, strided
+            // alike on the rehearsal's Darcy file.
+            let (fine, coarse) = (side(d.r.unwrap_or(3)), side(d.coarse_r.unwrap_or(12)));
+            cfg.model.edit(|m| {
+                if let ModelConfig::Galerkin(c) = m {
+                    if let Some(g) = c.scaler_grids.as_mut() {
+                        g.fine = fine;
+                        g.coarse = coarse;
+                        // The reference's scale-factor path misses most other grids.
+                        g.scale_factor = false;
                     }
                 }
             })?;
