@@ -202,6 +202,10 @@ pub enum PaperOnly {
     /// Measured not to learn the task within the profile's budget (docs/results.md, "Sizing
     /// the new quick profile"): its cell would report a starved model, not the architecture.
     NotLearnedInBudget,
+    /// The Fourier-type or softmax attention's n × n products at this many points: on a CPU
+    /// they cost more than the profile's whole budget (the Galerkin Transformer paper's
+    /// Burgers at n = 2048).
+    QuadraticInPoints,
 }
 
 impl PaperOnly {
@@ -216,6 +220,9 @@ impl PaperOnly {
             }
             PaperOnly::CoordinatesOnly => {
                 "the model takes the mesh coordinates alone, and the stand-in's input is a field at the points"
+            }
+            PaperOnly::QuadraticInPoints => {
+                "the attention's n × n products at this many points cost more on a CPU than this profile's whole budget (the same row runs at the smaller n)"
             }
             PaperOnly::NotLearnedInBudget => {
                 "measured not to get below 0.6× the mean field within this profile's budget (docs/results.md, \"Sizing the new quick profile\"): left to the paper profile rather than starved"
