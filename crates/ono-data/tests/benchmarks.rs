@@ -9,7 +9,21 @@ fn temp_dir(name: &str) -> ono_testing::Scratch {
     ono_testing::Scratch::new(&format!("ono-bench-{name}"))
 }
 
-fn load(b: Benchmark, layout: Layout) -> (benchmarks::Loaded, miniature::Miniature) {
+/// A miniature's split and the folder of its files, which stays until this is dropped (a test
+/// may read the files again: `list_file`).
+struct Written {
+    split: miniature::Miniature,
+    _dir: ono_testing::Scratch,
+}
+
+impl std::ops::Deref for Written {
+    type Target = miniature::Miniature;
+    fn deref(&self) -> &miniature::Miniature {
+        &self.split
+    }
+}
+
+fn load(b: Benchmark, layout: Layout) -> (benchmarks::Loaded, Written) {
     load_with(b, layout, |o| o)
 }
 
@@ -17,7 +31,7 @@ fn load_with(
     b: Benchmark,
     layout: Layout,
     edit: impl Fn(LoadOptions) -> LoadOptions,
-) -> (benchmarks::Loaded, miniature::Miniature) {
+) -> (benchmarks::Loaded, Written) {
     let dir = temp_dir(&format!("{}-{layout:?}", b.name()));
     let m = miniature::write(b, &dir).unwrap();
     let opts = edit(LoadOptions {
@@ -27,7 +41,14 @@ fn load_with(
         layout,
         ..Default::default()
     });
-    (benchmarks::load(b, &dir, &opts).unwrap(), m)
+    let loaded = benchmarks::load(b, &dir, &opts).unwrap();
+    (
+        loaded,
+        Written {
+            split: m,
+            _dir: dir,
+        },
+    )
 }
 
 fn at(t: &Tensor, idx: &[i64]) -> f64 {

@@ -7,15 +7,21 @@
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// A fresh, empty folder under the system temp dir, named after its test and this process.
+/// A fresh, empty folder under the system temp dir, named after its test, this process and a
+/// count: two tests of one binary that ask for the same name (one helper called by both) get
+/// folders of their own, so neither removes the other's while it is in use.
 #[derive(Debug)]
 pub struct Scratch(PathBuf);
 
 impl Scratch {
-    /// Creates `<temp>/<name>-<pid>`, emptied first if an earlier process of the same id left it.
+    /// Creates `<temp>/<name>-<pid>-<k>`, emptied first if an earlier process of the same id
+    /// left it.
     pub fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let k = COUNT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("{name}-{}-{k}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)
             .unwrap_or_else(|e| panic!("could not create {}: {e}", dir.display()));
@@ -77,12 +83,12 @@ mod tests {
         std::fs::write(s.join("a"), b"x").unwrap();
         std::fs::create_dir(s.join("b")).unwrap();
         assert_eq!(s.entries(), ["a", "b"]);
+        // Two of one name are two folders.
+        let twin = Scratch::new("ono-testing-scratch");
+        assert_ne!(twin.path(), s.path());
+        assert!(twin.entries().is_empty());
         let path = s.path().to_path_buf();
         drop(s);
-        assert!(!path.exists());
-        // A folder left by a killed process of the same id is emptied.
-        std::fs::create_dir_all(path.join("old")).unwrap();
-        let again = Scratch::new("ono-testing-scratch");
-        assert!(again.entries().is_empty());
+        assert!(!path.exists() && twin.is_dir());
     }
 }
