@@ -331,8 +331,33 @@ pub fn finished(dir: &RunFolder, e: &Experiment) -> Option<Outcome> {
 /// not there yet, in this process (each file is written atomically, and a marker beside it
 /// records the `ono data` command that makes it).
 pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experiment]) -> Result<()> {
+    for (out, line, job) in data_jobs(profile, data, experiments)? {
+        let marker = out.with_extension("args");
+        if out.is_file() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&line) {
+            continue;
+        }
+        eprintln!("[data] ono {line}");
+        let start = Instant::now();
+        match &job {
+            DataJob::Gen(a) => crate::data::generate(a),
+            DataJob::Darcy(a) => crate::data::darcy(a),
+        }
+        .with_context(|| format!("data generation failed: ono {line}"))?;
+        ono_io::atomic::write_atomic(&marker, line.as_bytes())?;
+        eprintln!("[data] done in {:.1} s", start.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+/// The data sets the experiments read from the generated folder: each file, the `ono data`
+/// command line that makes it (its marker) and the job.
+fn data_jobs(
+    profile: Profile,
+    data: &DataPaths,
+    experiments: &[Experiment],
+) -> Result<Vec<(PathBuf, String, DataJob)>> {
     let Some(r) = Reduced::of(profile) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     // The most training and test samples any experiment reads from a generated benchmark.
     let counts = |benchmarks: &[Benchmark]| -> Option<(i64, i64)> {
@@ -468,22 +493,7 @@ pub fn prepare_data(profile: Profile, data: &DataPaths, experiments: &[Experimen
         });
         jobs.push((out, line, job));
     }
-    for (out, line, job) in jobs {
-        let marker = out.with_extension("args");
-        if out.is_file() && std::fs::read_to_string(&marker).ok().as_deref() == Some(&line) {
-            continue;
-        }
-        eprintln!("[data] ono {line}");
-        let start = Instant::now();
-        match &job {
-            DataJob::Gen(a) => crate::data::generate(a),
-            DataJob::Darcy(a) => crate::data::darcy(a),
-        }
-        .with_context(|| format!("data generation failed: ono {line}"))?;
-        ono_io::atomic::write_atomic(&marker, line.as_bytes())?;
-        eprintln!("[data] done in {:.1} s", start.elapsed().as_secs_f64());
-    }
-    Ok(())
+    Ok(jobs)
 }
 
 /// A data set reproduce generates, in this process.
@@ -787,19 +797,28 @@ fn time_run(config: &TrainConfig, steps: usize, dir: &RunFolder, ctx: &RunContex
         "--device",
         &ctx.device,
     ]);
-    if let Some(n) = ctx.threads {
-        cmd.args(["--threads", &n.to_string()]);
-    }
-    let v = match message::run(cmd, |_| {})? {
+    let v = match timed(cmd, ctx)? {
         Ended::Said(Message::BatchTimes(v)) => v,
         other => bail!("bench-train failed: {}", other.describe()),
     };
-    let (step, params, peak) = (Some(v.median_s), Some(v.params), v.peak_rss_mb);
-    Ok(Box::new(move |o: &mut Outcome| {
-        o.step_s = step;
-        o.params = params;
-        o.peak_mb = peak;
-    }))
+    Ok(timing(v.median_s, v.params, v.peak_rss_mb))
+}
+
+/// Runs a timing command (with the call's threads) and waits for its message.
+fn timed(mut cmd: Command, ctx: &RunContext) -> Result<Ended> {
+    if let Some(n) = ctx.threads {
+        cmd.args(["--threads", &n.to_string()]);
+    }
+    message::run(cmd, |_| {})
+}
+
+/// The outcome's timing: median seconds per step, parameters, the process's peak memory.
+fn timing(step_s: f64, params: i64, peak_mb: Option<f64>) -> Fill {
+    Box::new(move |o: &mut Outcome| {
+        o.step_s = Some(step_s);
+        o.params = Some(params);
+        o.peak_mb = peak_mb;
+    })
 }
 
 /// `ono bench-step` in a process of its own: the peak memory is this model's alone.
@@ -813,17 +832,9 @@ fn measure(m: &Measure, ctx: &RunContext) -> Result<Fill> {
     if !m.model.overrides.is_empty() {
         cmd.args(["--overrides", &toml::to_string(&m.model.overrides)?]);
     }
-    if let Some(n) = ctx.threads {
-        cmd.args(["--threads", &n.to_string()]);
-    }
-    let v = match message::run(cmd, |_| {})? {
+    let v = match timed(cmd, ctx)? {
         Ended::Said(Message::StepTimes(v)) => v,
         other => bail!("bench-step failed: {}", other.describe()),
     };
-    let (step, params, peak) = (Some(v.median_s), Some(v.params), v.peak_rss_mb);
-    Ok(Box::new(move |o: &mut Outcome| {
-        o.step_s = step;
-        o.params = params;
-        o.peak_mb = peak;
-    }))
+    Ok(timing(v.median_s, v.params, v.peak_rss_mb))
 }

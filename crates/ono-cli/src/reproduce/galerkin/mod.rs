@@ -18,7 +18,7 @@ use ono_models::galerkin::{GalerkinAttentionKind, OutputGrid};
 use ono_models::ModelConfig;
 use ono_train::config::{LossKind, ModelSection, TrainConfig};
 
-use super::plan::{shrink_model, DataPaths, PaperOnly, Plan, Profile, Source, Work};
+use super::plan::{shrink_model, DataPaths, PaperOnly, Plan, Profile, Sizes, Source, Work};
 use numbers::{BURGERS_N, DARCY_GRIDS, INVERSE_GRIDS, INVERSE_NOISE};
 
 /// The tables, by number.
@@ -121,15 +121,6 @@ pub const VARIANTS: [Variant; 8] = {
     ]
 };
 
-/// How big a reduced profile is.
-#[derive(Debug, Clone, Copy)]
-pub struct Sizes {
-    pub ntrain: i64,
-    pub ntest: i64,
-    pub epochs: u64,
-    pub batch: i64,
-}
-
 /// The reduced profiles (quick, smoke): generated data, fewer samples and epochs, narrower
 /// models, and a subset of the rows and columns.
 #[derive(Debug, Clone, Copy)]
@@ -169,30 +160,15 @@ impl Reduced {
         match profile {
             Profile::Paper => None,
             Profile::Quick => Some(Self {
-                burgers: Sizes {
-                    ntrain: 128,
-                    ntest: 32,
-                    epochs: 20,
-                    batch: 8,
-                },
+                burgers: Sizes::new(128, 32, 20, 8),
                 burgers_resolution: 2048,
                 burgers_n: &[512, 2048],
                 // FT at n = 2048 measured 6.0 s a step (batch 8), 32 min for the cell; 0.37 s
                 // at 512.
                 quadratic_max_n: 512,
-                darcy: Sizes {
-                    ntrain: 128,
-                    ntest: 16,
-                    epochs: 20,
-                    batch: 4,
-                },
+                darcy: Sizes::new(128, 16, 20, 4),
                 darcy_r: 10,
-                inverse: Sizes {
-                    ntrain: 128,
-                    ntest: 16,
-                    epochs: 20,
-                    batch: 4,
-                },
+                inverse: Sizes::new(128, 16, 20, 4),
                 inverse_r: 10,
                 inverse_coarse_r: 20,
                 noise: &[0.0, 0.01, 0.1],
@@ -204,28 +180,13 @@ impl Reduced {
                 tiny: false,
             }),
             Profile::Smoke => Some(Self {
-                burgers: Sizes {
-                    ntrain: 4,
-                    ntest: 2,
-                    epochs: 1,
-                    batch: 2,
-                },
+                burgers: Sizes::new(4, 2, 1, 2),
                 burgers_resolution: 256,
                 burgers_n: &[64],
                 quadratic_max_n: 64,
-                darcy: Sizes {
-                    ntrain: 4,
-                    ntest: 2,
-                    epochs: 1,
-                    batch: 2,
-                },
+                darcy: Sizes::new(4, 2, 1, 2),
                 darcy_r: 20,
-                inverse: Sizes {
-                    ntrain: 4,
-                    ntest: 2,
-                    epochs: 1,
-                    batch: 2,
-                },
+                inverse: Sizes::new(4, 2, 1, 2),
                 inverse_r: 20,
                 inverse_coarse_r: 60,
                 noise: &[0.01],

@@ -23,7 +23,7 @@ use ono_train::config::{ModelSection, TrainConfig};
 use serde::{Deserialize, Serialize};
 
 pub use bases::base;
-pub use reduced::{shrink_model, Reduced, NEURALOP_DARCY_ZERO_SHOT};
+pub use reduced::{shrink_model, Reduced, Sizes, NEURALOP_DARCY_ZERO_SHOT};
 pub use tables::{plan, SEEN_STEPS};
 
 /// How big and on which data.

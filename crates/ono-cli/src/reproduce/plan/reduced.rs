@@ -23,7 +23,7 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    const fn new(ntrain: i64, ntest: i64, epochs: u64, batch: i64) -> Self {
+    pub const fn new(ntrain: i64, ntest: i64, epochs: u64, batch: i64) -> Self {
         Self {
             ntrain,
             ntest,
