@@ -77,13 +77,14 @@ fn smoke_table3_runs_skips_and_resumes() {
     let a = dir.join("a");
     ok(&reproduce(&a, &neuralop).output().unwrap());
     let s = summary(&a);
-    // 2 models × (the training resolution + 5 test resolutions, and the neuraloperator set's
-    // training resolution + its zero-shot one), nothing else.
-    assert_eq!(s.cells.len(), 16, "{s:?}");
+    // 3 rows (FNO with its normalizers interpolated and per channel, ONO) × (the training
+    // resolution + 5 test resolutions), and 2 models × the neuraloperator set's training
+    // resolution + its zero-shot one; nothing else.
+    assert_eq!(s.cells.len(), 3 * 6 + 2 * 2, "{s:?}");
     assert!(s.cells.iter().all(|c| c.table == 3));
     let v = values(&s);
     assert!(v.iter().all(|x| x.is_finite() && *x > 0.0), "{v:?}");
-    for id in ["superres/fno", "superres/ono"] {
+    for id in ["superres/fno", "superres/fno-per-channel", "superres/ono"] {
         let e = s.experiments.iter().find(|e| e.id == id).unwrap();
         assert_eq!(e.status, Status::Done);
         let grids: Vec<i64> = ["7", "5", "3", "2", "1"]
@@ -135,8 +136,8 @@ fn smoke_table3_runs_skips_and_resumes() {
         report.contains("runs every cell of the paper profile"),
         "{report}"
     );
-    // Table 3 (once per data set: the generated 421² one and the neuraloperator one) and the
-    // mean field are judged, from the numbers of the runs.
+    // Table 3 (per data set, the generated 421² one and the neuraloperator one, and on the
+    // first per FNO row) and the mean field are judged, from the numbers of the runs.
     let claims: Vec<&Claim> = s.findings.iter().map(|f| &f.claim).collect();
     assert!(
         matches!(
@@ -144,8 +145,12 @@ fn smoke_table3_runs_skips_and_resumes() {
             [
                 Claim::MeanFieldBar { .. },
                 Claim::BeatsMeanField,
-                Claim::SuperResolution { .. },
-                Claim::SuperResolution { .. }
+                Claim::SuperResolution { fno_row: None, .. },
+                Claim::SuperResolution {
+                    fno_row: Some(_),
+                    ..
+                },
+                Claim::SuperResolution { fno_row: None, .. }
             ]
         ),
         "{s:?}"
@@ -175,8 +180,23 @@ fn smoke_table3_runs_skips_and_resumes() {
     let holds =
         number("ONO finest") - number("ONO trained") < number("FNO finest") - number("FNO trained");
     assert_eq!(superres.verdict == Verdict::Holds, holds, "{superres:?}");
+    // FNO with per-channel normalizers, judged on its own.
+    let per_channel = &s.findings[3];
+    let fno = s
+        .experiments
+        .iter()
+        .find(|e| e.id == "superres/fno-per-channel")
+        .unwrap();
+    let own = |label: &str| {
+        per_channel
+            .numbers
+            .iter()
+            .find(|n| n.label == label)
+            .unwrap()
+    };
+    assert_eq!(own("FNO finest").value, fno.at_stride["1"]);
     // The neuraloperator pair: trained at its resolution, finest its 2× test file.
-    let zero_shot = &s.findings[3];
+    let zero_shot = &s.findings[4];
     let fno = s.experiments.iter().find(|e| e.id == "darcy/fno").unwrap();
     let first = |label: &str| zero_shot.numbers.iter().find(|n| n.label == label).unwrap();
     assert_eq!(first("FNO trained").value, fno.test_rel_l2.unwrap());
@@ -186,7 +206,7 @@ fn smoke_table3_runs_skips_and_resumes() {
     // Everything is done: the second call only rewrites the report, with the same numbers.
     let t = Instant::now();
     let err = ok(&reproduce(&a, &neuralop).output().unwrap());
-    assert_eq!(err.matches("done before").count(), 4, "{err}");
+    assert_eq!(err.matches("done before").count(), 5, "{err}");
     assert!(t.elapsed() < Duration::from_secs(60));
     assert_eq!(values(&summary(&a)), v);
 
@@ -302,7 +322,10 @@ fn run_folders_of_the_string_built_planner_are_skipped_or_resumed() {
     old_run_folder(&interrupted, &["result.json"]);
     let err = call(&interrupted);
     assert!(!err.contains("starting it again"), "{err}");
-    assert!(!err.contains("epoch 1/2"), "trained again: {err}");
+    // superres/fno's part of the log: FNO with per-channel normalizers, which that version did
+    // not have, trains after it.
+    let own = err.split("superres/fno-per-channel").next().unwrap();
+    assert!(!own.contains("epoch 1/2"), "trained again: {err}");
     let now = superres(&summary(&interrupted));
     // The old checkpoint evaluated now against the numbers it printed then: equal on the machine
     // that wrote them, moved by other kernel paths elsewhere (RESUMED_EVAL_REL).

@@ -561,6 +561,10 @@ fn plot(out: &Path, table: usize, cells: &[&Cell], readings: &Readings) -> Resul
                     .iter()
                     .filter(|c| c.row == *r && c.column.starts_with("s="))
                     .collect();
+                // A row of the neuraloperator pair alone (FNO's, beside its two 43 → 421 rows).
+                if row.is_empty() {
+                    continue;
+                }
                 series.push(ChartSeries {
                     name: r.to_string(),
                     values: row.iter().map(|c| ours(c)).collect(),
