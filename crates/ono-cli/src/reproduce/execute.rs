@@ -408,18 +408,7 @@ fn data_jobs(
                 "data gen darcy --res 421 --n {n} --seed {seed} --out {}",
                 out.display()
             );
-            let job = DataJob::Gen(GenArgs {
-                kind: "darcy".into(),
-                n: count(n)?,
-                res: Some(421),
-                seed,
-                out: out.clone(),
-                profile: "full".into(),
-                device: "cpu".into(),
-                t_final: None,
-                batch: None,
-                scheme: None,
-            });
+            let job = DataJob::Gen(generator("darcy", count(n)?, Some(421), seed, &out));
             jobs.push((out, line, job));
         }
     }
@@ -433,16 +422,9 @@ fn data_jobs(
             out.display()
         );
         let job = DataJob::Gen(GenArgs {
-            kind: "ns2d".into(),
-            n: count(n)?,
-            res: None,
-            seed: 0,
-            out: out.clone(),
             profile: "reduced".into(),
-            device: "cpu".into(),
-            t_final: None,
             batch: Some(NS2D_GEN_BATCH),
-            scheme: None,
+            ..generator("ns2d", count(n)?, None, 0, &out)
         });
         jobs.push((out, line, job));
     }
@@ -458,18 +440,7 @@ fn data_jobs(
             "data gen burgers --res {res} --n {n} --seed 0 --out {}",
             out.display()
         );
-        let job = DataJob::Gen(GenArgs {
-            kind: "burgers".into(),
-            n: count(n)?,
-            res: Some(res),
-            seed: 0,
-            out: out.clone(),
-            profile: "full".into(),
-            device: "cpu".into(),
-            t_final: None,
-            batch: None,
-            scheme: None,
-        });
+        let job = DataJob::Gen(generator("burgers", count(n)?, Some(res), 0, &out));
         jobs.push((out, line, job));
     }
     if reads(None) {
@@ -494,6 +465,22 @@ fn data_jobs(
         jobs.push((out, line, job));
     }
     Ok(jobs)
+}
+
+/// `ono data gen <kind> [--res] --n --seed --out` on the CPU, the generator's full profile.
+fn generator(kind: &str, n: usize, res: Option<usize>, seed: u64, out: &Path) -> GenArgs {
+    GenArgs {
+        kind: kind.into(),
+        n,
+        res,
+        seed,
+        out: out.to_path_buf(),
+        profile: "full".into(),
+        device: "cpu".into(),
+        t_final: None,
+        batch: None,
+        scheme: None,
+    }
 }
 
 /// A data set reproduce generates, in this process.
