@@ -5,7 +5,7 @@
 mod common;
 
 use common::{assert_param_count, perturbed_weight_is_caught, reference_count, run_case};
-use ono_models::gnot::{GnotConfig, GnotModel};
+use ono_models::gnot::{BlockOrder, GnotConfig, GnotModel};
 use ono_models::{Error, InputFunction, Model, ModelConfig, ModelInput};
 use tch::{Device, Kind, Tensor};
 
@@ -418,4 +418,171 @@ fn model_files_round_trip() {
     // share the machine.
     assert!(max_diff(&a, &b) < 1e-13, "{}", max_diff(&a, &b));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A random f64 GNOT of `n_layers` blocks in `order` (d 16, 2 heads, 2 experts, two input
+/// functions), every LayerNorm's weight and bias perturbed so that a norm copied to the wrong
+/// place shows.
+fn ordered_model(n_layers: usize, order: BlockOrder, seed: i64) -> Model {
+    tch::manual_seed(seed);
+    let cfg = GnotConfig {
+        space_dim: 2,
+        fun_dim: 3,
+        out_dim: 2,
+        function_dims: vec![3, 2],
+        n_hidden: 16,
+        n_layers,
+        n_head: 2,
+        n_experts: 2,
+        block_order: order,
+        ..GnotConfig::default()
+    };
+    let model = Model::new(&ModelConfig::from(cfg), Device::Cpu, Kind::Double).unwrap();
+    tch::no_grad(|| {
+        for (name, mut v) in model.var_store().variables() {
+            if name.contains(".ln") {
+                let _ = v.g_add_(&(Tensor::randn_like(&v) * 0.3));
+            }
+        }
+    });
+    model
+}
+
+/// Sets the variables under each prefix to zero.
+fn zero(model: &Model, prefixes: &[&str]) {
+    let vars = model.var_store().variables();
+    tch::no_grad(|| {
+        for (name, mut v) in vars {
+            if prefixes.iter().any(|p| name.starts_with(p)) {
+                let _ = v.zero_();
+            }
+        }
+    });
+}
+
+/// Copies every variable of `src` under `from` into `dst` under `to` (the rest of the name the
+/// same), and every variable outside the blocks by name. Each of `dst`'s block variables must be
+/// written by exactly one pair, so that nothing is left at its random init.
+fn copy_blocks(dst: &Model, src: &Model, pairs: &[(&str, &str)]) {
+    let from = src.var_store().variables();
+    let mut to = dst.var_store().variables();
+    let mut written = 0;
+    tch::no_grad(|| {
+        for (name, v) in to.iter_mut() {
+            let source = if name.starts_with("blocks.") {
+                pairs
+                    .iter()
+                    .find(|(t, _)| name.starts_with(t))
+                    .map(|(t, f)| format!("{f}{}", &name[t.len()..]))
+            } else {
+                Some(name.clone())
+            };
+            if let Some(source) = source {
+                v.copy_(&from[&source]);
+                written += 1;
+            }
+        }
+    });
+    assert_eq!(written, to.len(), "every variable of the copy is written");
+}
+
+/// The output of `model` on one fixed sample of 7 query points and input functions of 5 and 4
+/// rows.
+fn ordered_output(model: &Model) -> Tensor {
+    tch::manual_seed(5);
+    alone(model, &sample(7, 5, 4))
+}
+
+/// `self_cross` is the self-attention, then the cross-attention: a one-block model equals a
+/// two-block `cross_self` model whose first cross-attention and second self-attention are
+/// switched off (their output projections zero) and whose feed-forward halves add nothing (ln3,
+/// ln5 zero), with the first block's self-attention and the second's cross-attention in its
+/// places. The reference order does not equal it: a control that the comparison can fail.
+#[test]
+fn self_cross_attends_over_the_points_first() {
+    let two = ordered_model(2, BlockOrder::CrossSelf, 21);
+    let ff = [
+        "blocks.0.ln3",
+        "blocks.0.ln5",
+        "blocks.1.ln3",
+        "blocks.1.ln5",
+    ];
+    zero(&two, &ff);
+    zero(&two, &["blocks.0.crossattn.proj", "blocks.1.selfattn.proj"]);
+    let pairs = [
+        ("blocks.0.ln1.", "blocks.0.ln4."),
+        ("blocks.0.selfattn.", "blocks.0.selfattn."),
+        ("blocks.0.ln4.", "blocks.1.ln1."),
+        ("blocks.0.crossattn.", "blocks.1.crossattn."),
+        ("blocks.0.ln2_branch.", "blocks.1.ln2_branch."),
+        ("blocks.0.ln3.", "blocks.0.ln3."),
+        ("blocks.0.ln5.", "blocks.0.ln5."),
+        ("blocks.0.moe_mlp", "blocks.0.moe_mlp"),
+        ("blocks.0.gatenet.", "blocks.0.gatenet."),
+    ];
+    let expected = ordered_output(&two);
+    let one = ordered_model(1, BlockOrder::SelfCross, 22);
+    copy_blocks(&one, &two, &pairs);
+    let d = max_diff(&ordered_output(&one), &expected);
+    assert!(d < 1e-12, "self + cross differs by {d}");
+    let reference = ordered_model(1, BlockOrder::CrossSelf, 22);
+    copy_blocks(&reference, &two, &pairs);
+    let d = max_diff(&ordered_output(&reference), &expected);
+    assert!(d > 1e-3, "cross + self must differ from self + cross: {d}");
+}
+
+/// `cross_cross` is two cross-attentions, the second with its own parts (`crossattn2`,
+/// `ln2_branch2`) and no self-attention: a one-block model equals a two-block `cross_self` model
+/// with both self-attentions switched off and no feed-forward contributions.
+#[test]
+fn cross_cross_attends_to_the_functions_twice() {
+    let two = ordered_model(2, BlockOrder::CrossSelf, 31);
+    zero(
+        &two,
+        &[
+            "blocks.0.ln3",
+            "blocks.0.ln5",
+            "blocks.1.ln3",
+            "blocks.1.ln5",
+            "blocks.0.selfattn.proj",
+            "blocks.1.selfattn.proj",
+        ],
+    );
+    let expected = ordered_output(&two);
+    let one = ordered_model(1, BlockOrder::CrossCross, 32);
+    let names: Vec<String> = one.var_store().variables().into_keys().collect();
+    assert!(!names.iter().any(|n| n.contains("selfattn")), "{names:?}");
+    copy_blocks(
+        &one,
+        &two,
+        &[
+            ("blocks.0.ln1.", "blocks.0.ln1."),
+            ("blocks.0.crossattn.", "blocks.0.crossattn."),
+            ("blocks.0.ln2_branch.", "blocks.0.ln2_branch."),
+            ("blocks.0.ln4.", "blocks.1.ln1."),
+            ("blocks.0.crossattn2.", "blocks.1.crossattn."),
+            ("blocks.0.ln2_branch2.", "blocks.1.ln2_branch."),
+            ("blocks.0.ln3.", "blocks.0.ln3."),
+            ("blocks.0.ln5.", "blocks.0.ln5."),
+            ("blocks.0.moe_mlp", "blocks.0.moe_mlp"),
+            ("blocks.0.gatenet.", "blocks.0.gatenet."),
+        ],
+    );
+    let d = max_diff(&ordered_output(&one), &expected);
+    assert!(d < 1e-12, "cross + cross differs by {d}");
+    // Without its second cross-attention's own norms it is another model.
+    zero(&one, &["blocks.0.ln2_branch2"]);
+    let d = max_diff(&ordered_output(&one), &expected);
+    assert!(d > 1e-3, "ln2_branch2 must matter: {d}");
+}
+
+/// The block order is a serde key with the reference's as default, so older files and
+/// checkpoints keep their meaning.
+#[test]
+fn the_block_order_defaults_to_the_reference() {
+    let cfg: GnotConfig = serde_json::from_str("{}").unwrap();
+    assert_eq!(cfg.block_order, BlockOrder::CrossSelf);
+    let cfg: GnotConfig = serde_json::from_str(r#"{"block_order": "self_cross"}"#).unwrap();
+    assert_eq!(cfg.block_order, BlockOrder::SelfCross);
+    assert!(serde_json::from_str::<GnotConfig>(r#"{"block_order": "self_self"}"#).is_err());
 }

@@ -20,6 +20,36 @@ pub enum GnotModel {
     Cgpt,
 }
 
+/// The order of the two attention layers of a block (GNOT's Table 2). Each attention keeps its
+/// place's feed-forward half: the first attention is followed by `moe_mlp1` (or `mlp1`), the
+/// second by `moe_mlp2` (`mlp2`); `ln1` normalizes the first attention's input, `ln4` the
+/// second's. The reference has only `cross_self`; the paper's other two rows are ablations whose
+/// code is not published, built here from the same parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockOrder {
+    /// A cross-attention to the input functions, then a self-attention over the query points:
+    /// the reference (`crossattn`, `selfattn`).
+    #[default]
+    CrossSelf,
+    /// The self-attention first, then the cross-attention (the same variable names).
+    SelfCross,
+    /// Two cross-attentions and no self-attention: the second is `crossattn2`, with its own
+    /// input-function norms `ln2_branch2.<l>`.
+    CrossCross,
+}
+
+impl BlockOrder {
+    /// The paper's label ("cross + self").
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::CrossSelf => "cross + self",
+            Self::SelfCross => "self + cross",
+            Self::CrossCross => "cross + cross",
+        }
+    }
+}
+
 /// The settings of the reference's `GNOT` and `CGPTNO` constructors, under their names where the
 /// reference has one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,6 +88,9 @@ pub struct GnotConfig {
     /// sample's output does not depend on what it is batched with. Off: padded rows enter the
     /// keys, values and normalisers as in the reference (docs/models.md).
     pub mask_padding: bool,
+    /// The order of each block's attentions (not a reference option: `cross_self` is the
+    /// reference's only one).
+    pub block_order: BlockOrder,
 }
 
 impl Default for GnotConfig {

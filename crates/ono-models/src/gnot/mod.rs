@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! x = trunk_mlp([pos, fx])            z_l = branch_mlps.l(f_l), once for all blocks
-//! GNOT block:  gate = softmax(gatenet(pos))
+//! GNOT block (the reference's order; `block_order` swaps or doubles the attentions):
+//!              gate = softmax(gatenet(pos))
 //!              x += crossattn(ln1 x, [ln2_branch.l z_l]);  x += ln3(Σ_e gate_e moe_mlp1.e(x))
 //!              x += selfattn(ln4 x);                        x += ln5(Σ_e gate_e moe_mlp2.e(x))
 //! CGPT block:  x += crossattn(ln1 x, [ln2_branch.l z_l]);  x += mlp1(ln3 x)
@@ -24,7 +25,7 @@ mod config;
 pub mod presets;
 mod reference;
 
-pub use config::{GnotConfig, GnotModel};
+pub use config::{BlockOrder, GnotConfig, GnotModel};
 
 use ono_kernels::{health, points};
 use tch::nn::Path;
@@ -58,16 +59,50 @@ enum FeedForward {
     },
 }
 
-/// `MIOECrossAttentionBlock` (GNOT) or `CrossAttentionBlock` (CGPT): `blocks.<i>`.
+/// One attention layer of a block, with the norms of what it reads beside its own input's.
+#[derive(Debug)]
+enum Mixer {
+    /// From the query points to the input functions, each function normalized by its own
+    /// LayerNorm (`ln2_branch.<l>`).
+    Cross {
+        attn: GnotCrossAttention,
+        ln_branch: Vec<LayerNorm>,
+    },
+    /// Over the query points.
+    Points(GnotSelfAttention),
+}
+
+impl Mixer {
+    /// # Shapes
+    /// - `x`: (B, T, d), already normalized; `z`: [(B, N_l, d)]
+    /// - returns: (B, T, d)
+    fn forward(&self, x: &Tensor, z: &[Tensor], masks: &Masks<'_>, train: bool) -> Result<Tensor> {
+        match self {
+            Mixer::Cross { attn, ln_branch } => {
+                let normed = z
+                    .iter()
+                    .zip(ln_branch)
+                    .map(|(z, ln)| ln.forward(z))
+                    .collect::<ono_nn::Result<Vec<_>>>()?;
+                let inputs: Vec<(&Tensor, Option<&Tensor>)> =
+                    normed.iter().zip(masks.functions.iter().copied()).collect();
+                Ok(attn.forward(x, &inputs)?)
+            }
+            Mixer::Points(attn) => Ok(attn.forward(x, masks.query, train)?),
+        }
+    }
+}
+
+/// `MIOECrossAttentionBlock` (GNOT) or `CrossAttentionBlock` (CGPT): `blocks.<i>`, its two
+/// attentions in the order of [`BlockOrder`].
 #[derive(Debug)]
 struct Block {
     ln1: LayerNorm,
-    ln2_branch: Vec<LayerNorm>,
     ln3: LayerNorm,
     ln4: LayerNorm,
     ln5: LayerNorm,
-    selfattn: GnotSelfAttention,
-    crossattn: GnotCrossAttention,
+    first: Mixer,
+    second: Mixer,
     ff: FeedForward,
     dropout: f64,
 }
@@ -79,22 +114,50 @@ struct Masks<'a> {
 }
 
 impl Block {
-    /// Builds in the reference's construction order.
+    /// Builds in the reference's construction order (ln1, the input functions' norms, ln3–ln5,
+    /// the self-attention, the cross-attention, the feed-forward layers); a second
+    /// cross-attention's parts follow its first's.
     fn new(path: &Path, cfg: &GnotConfig) -> Result<Self> {
         let d = cfg.n_hidden;
+        let nf = cfg.function_dims.len();
         let ln = |name: &str| LayerNorm::new(&(path / name), d);
+        let branch_norms = |name: &str| {
+            (0..nf)
+                .map(|l| LayerNorm::new(&(path / name / l), d))
+                .collect::<Vec<_>>()
+        };
         let ln1 = ln("ln1");
-        let ln2_branch = (0..cfg.function_dims.len())
-            .map(|l| LayerNorm::new(&(path / "ln2_branch" / l), d))
-            .collect();
+        let ln2_branch = branch_norms("ln2_branch");
+        let cross_cross = cfg.block_order == BlockOrder::CrossCross;
+        let ln2_branch2 = if cross_cross {
+            branch_norms("ln2_branch2")
+        } else {
+            Vec::new()
+        };
         let (ln3, ln4, ln5) = (ln("ln3"), ln("ln4"), ln("ln5"));
         let attn = GnotAttentionConfig {
             dim: d,
             heads: cfg.n_head,
             dropout: cfg.attn_dropout,
         };
-        let selfattn = attn.init_self(&(path / "selfattn"))?;
-        let crossattn = attn.init_cross(&(path / "crossattn"), cfg.function_dims.len())?;
+        let own = if cross_cross {
+            None
+        } else {
+            Some(Mixer::Points(attn.init_self(&(path / "selfattn"))?))
+        };
+        let cross = Mixer::Cross {
+            attn: attn.init_cross(&(path / "crossattn"), nf)?,
+            ln_branch: ln2_branch,
+        };
+        let (first, second) = match own {
+            Some(own) if cfg.block_order == BlockOrder::SelfCross => (own, cross),
+            Some(own) => (cross, own),
+            None => {
+                let attn = attn.init_cross(&(path / "crossattn2"), nf)?;
+                let ln_branch = ln2_branch2;
+                (cross, Mixer::Cross { attn, ln_branch })
+            }
+        };
         let inner = cfg.n_inner * d;
         let ff = match cfg.model {
             GnotModel::Gnot => FeedForward::Experts {
@@ -109,12 +172,11 @@ impl Block {
         };
         Ok(Self {
             ln1,
-            ln2_branch,
             ln3,
             ln4,
             ln5,
-            selfattn,
-            crossattn,
+            first,
+            second,
             ff,
             dropout: cfg.ffn_dropout,
         })
@@ -133,31 +195,24 @@ impl Block {
     ) -> Result<Tensor> {
         let p = self.dropout;
         let drop = |t: Tensor| -> Result<Tensor> { Ok(t.f_dropout(p, train && p > 0.0)?) };
-        let normed = z
-            .iter()
-            .zip(&self.ln2_branch)
-            .map(|(z, ln)| ln.forward(z))
-            .collect::<ono_nn::Result<Vec<_>>>()?;
-        let inputs: Vec<(&Tensor, Option<&Tensor>)> =
-            normed.iter().zip(masks.functions.iter().copied()).collect();
-        let y = self.crossattn.forward(&self.ln1.forward(x)?, &inputs)?;
+        let y = self.first.forward(&self.ln1.forward(x)?, z, masks, train)?;
         let x = x.f_add(&drop(y)?)?;
+        let second = |x: Tensor| -> Result<Tensor> {
+            let y = self
+                .second
+                .forward(&self.ln4.forward(&x)?, z, masks, train)?;
+            Ok(x.f_add(&drop(y)?)?)
+        };
         match &self.ff {
             FeedForward::Experts { moe1, moe2, gate } => {
                 let g = gate.forward(pos)?;
                 let x = x.f_add(&self.ln3.forward(&moe1.forward(&x, &g)?)?)?;
-                let y = self
-                    .selfattn
-                    .forward(&self.ln4.forward(&x)?, masks.query, train)?;
-                let x = x.f_add(&drop(y)?)?;
+                let x = second(x)?;
                 Ok(x.f_add(&self.ln5.forward(&moe2.forward(&x, &g)?)?)?)
             }
             FeedForward::Plain { mlp1, mlp2 } => {
                 let x = x.f_add(&mlp1.forward(&self.ln3.forward(&x)?)?)?;
-                let y = self
-                    .selfattn
-                    .forward(&self.ln4.forward(&x)?, masks.query, train)?;
-                let x = x.f_add(&drop(y)?)?;
+                let x = second(x)?;
                 Ok(x.f_add(&mlp2.forward(&self.ln5.forward(&x)?)?)?)
             }
         }
@@ -168,7 +223,8 @@ impl Block {
 /// linears.<j>, linear_post}`, `branch_mlps.<l>.…`, `blocks.<i>.{ln1, ln2_branch.<l>, ln3, ln4,
 /// ln5}`, `blocks.<i>.selfattn.{key, query, value, proj}`, `blocks.<i>.crossattn.{query,
 /// keys.<l>, values.<l>, proj}`, `blocks.<i>.moe_mlp{1,2}.<e>.{0,2}` and
-/// `blocks.<i>.gatenet.{0,2,4}` (GNOT) or `blocks.<i>.mlp{1,2}.{0,2}` (CGPT), `out_mlp.…`.
+/// `blocks.<i>.gatenet.{0,2,4}` (GNOT) or `blocks.<i>.mlp{1,2}.{0,2}` (CGPT), `out_mlp.…`; a
+/// `cross_cross` block has `crossattn2` and `ln2_branch2.<l>` in place of `selfattn`.
 #[derive(Debug)]
 pub struct Gnot {
     cfg: GnotConfig,

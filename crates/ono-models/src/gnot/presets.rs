@@ -3,7 +3,7 @@
 //! at the data dimensions given here (the trainer replaces space_dim, fun_dim and out_dim with the
 //! data's; function_dims stays the preset's unless overridden).
 
-use super::config::{GnotConfig, GnotModel};
+use super::config::{BlockOrder, GnotConfig, GnotModel};
 use crate::arch::Presets;
 
 /// The preset names.
@@ -28,6 +28,7 @@ pub(crate) fn base() -> GnotConfig {
         ffn_dropout: 0.0,
         attn_dropout: 0.0,
         mask_padding: false,
+        block_order: BlockOrder::CrossSelf,
     }
 }
 

@@ -6,7 +6,7 @@ use ono_kernels::host;
 use serde_json::Value;
 use tch::Tensor;
 
-use super::{Gnot, GnotConfig, GnotModel};
+use super::{BlockOrder, Gnot, GnotConfig, GnotModel};
 use crate::arch::FromReference;
 use crate::operator::{InputFunction, ModelInput};
 use crate::{Error, Result};
@@ -139,6 +139,7 @@ impl FromReference for GnotConfig {
             ffn_dropout: dropout("ffn_dropout"),
             attn_dropout: dropout("attn_dropout"),
             mask_padding: false,
+            block_order: BlockOrder::CrossSelf,
         })
     }
 }
