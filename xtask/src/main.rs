@@ -94,9 +94,9 @@ enum Cmd {
     },
     /// Print shell exports so that plain cargo works: `eval "$(cargo xtask env)"`.
     Env,
-    /// Reproduce the ONO paper's tables (or the Galerkin Transformer paper's: `--paper
-    /// galerkin`): set up, build the release `ono` binary and run `ono reproduce` with these
-    /// arguments: `[--paper ono|galerkin] [--profile quick|paper] [--only TABLES]
+    /// Reproduce the ONO paper's tables (or the Galerkin Transformer paper's, `--paper
+    /// galerkin`, or GNOT's, `--paper gnot`): set up, build the release `ono` binary and run
+    /// `ono reproduce` with these arguments: `[--paper ono|galerkin|gnot] [--profile quick|paper] [--only TABLES]
     /// [--models M,…] [--device D] [--data-dir DIR] [--neuralop-dir DIR] [--out DIR] [--threads N]
     /// [--plan-only [--measure]] [--rehearse] [--jobs N | --devices cuda:0,…] [--shard I/N]
     /// [--reference]` (`ono reproduce --help`); the neuraloperator 0.3.0 files

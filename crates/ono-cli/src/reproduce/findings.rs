@@ -743,10 +743,10 @@ fn super_resolution(s: &Scale) -> Vec<Finding> {
 
 /// A "lower than" claim of a table: in every column of `table` that has both rows (and whose
 /// name starts with `columns`), row `row`'s value is below row `than`'s, or at most `bar` × it.
-pub struct BelowSpec {
+pub struct BelowSpec<'a> {
     pub table: usize,
-    pub row: &'static str,
-    pub than: &'static str,
+    pub row: &'a str,
+    pub than: &'a str,
     /// At most this fraction of `than`'s value (`None`: strictly below it).
     pub bar: Option<f64>,
     /// The columns compared: those whose name starts with this.
@@ -755,8 +755,79 @@ pub struct BelowSpec {
     pub reason: &'static str,
 }
 
+/// A claim that the errors of some cells of a table differ by at most a factor: those whose
+/// row starts with `rows` and column with `columns`.
+pub struct SpreadSpec<'a> {
+    pub table: usize,
+    pub rows: &'a str,
+    pub columns: &'a str,
+    /// The largest over the smallest, at most.
+    pub bar: f64,
+    pub statement: String,
+    pub reason: &'static str,
+}
+
+/// A [`SpreadSpec`] judged where two or more of its cells are measured (`None` where the plan
+/// has fewer than two such cells).
+pub fn spread_claim(r: &Readings, s: &SpreadSpec) -> Option<Finding> {
+    let cells: Vec<&Cell> = r
+        .plan
+        .cells
+        .iter()
+        .filter(|c| c.table == s.table && c.row.starts_with(s.rows))
+        .filter(|c| c.column.starts_with(s.columns))
+        .filter(|c| c.source.experiment().is_some())
+        .collect();
+    if cells.len() < 2 {
+        return None;
+    }
+    let claim = Claim::Invariant {
+        table: s.table,
+        row: s.rows.to_string(),
+        columns: s.columns.to_string(),
+        bar: s.bar,
+    };
+    let mut f = Finding::new(claim, s.statement.clone());
+    // A cell is named by what varies among them: its column for one row, else its row.
+    let label = |c: &Cell| match c.row == s.rows {
+        true => c.column.clone(),
+        false => c.row.clone(),
+    };
+    let (mut measured, mut absent) = (Vec::new(), Vec::new());
+    for c in &cells {
+        let reading = r.cell(c);
+        match reading.value() {
+            Some(v) => {
+                f.number(label(c), v);
+                measured.push((label(c), v));
+            }
+            None => {
+                if let (Shown::Missing(why), Some(id)) = (&reading.shown, c.source.experiment()) {
+                    absent.push(missing(id, why));
+                }
+            }
+        }
+    }
+    if measured.len() < 2 {
+        return Some(f.decide(false, false, absent, String::new()));
+    }
+    let lo = measured.iter().map(|m| m.1).fold(f64::INFINITY, f64::min);
+    let hi = measured.iter().map(|m| m.1).fold(0.0, f64::max);
+    let factor = hi / lo;
+    f.summary = format!(
+        "{}: {factor:.2}× from the smallest to the largest",
+        measured
+            .iter()
+            .map(|(l, v)| format!("{l} {}", err(*v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    let why = s.reason.trim_end_matches(':').to_string() + ".";
+    Some(f.decide(true, factor > s.bar, absent, why))
+}
+
 /// Tables 4–7's claims.
-fn below_claims() -> Vec<BelowSpec> {
+fn below_claims() -> Vec<BelowSpec<'static>> {
     let block = |b: NnBlock| paper::TABLE5.iter().find(|r| r.1 == b).map_or("?", |r| r.0);
     let norm = |o: Orthogonalization| paper::TABLE6.iter().find(|r| r.1 == o).map_or("?", |r| r.0);
     let depth = |l: usize| paper::TABLE7.iter().find(|r| r.1 == l).map_or("?", |r| r.0);

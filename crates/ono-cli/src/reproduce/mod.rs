@@ -7,6 +7,7 @@ pub mod budget;
 pub mod execute;
 pub mod findings;
 pub mod galerkin;
+pub mod gnot;
 mod jobs;
 mod paper;
 pub mod papers;
@@ -25,7 +26,8 @@ use plan::{DataPaths, Profile};
 /// The command's options.
 #[derive(clap::Args)]
 pub struct Options {
-    /// Whose tables: `ono` (the ONO paper) or `galerkin` (the Galerkin Transformer paper).
+    /// Whose tables: `ono` (the ONO paper), `galerkin` (the Galerkin Transformer paper) or
+    /// `gnot` (GNOT's).
     #[arg(long, default_value = "ono")]
     pub paper: String,
     /// `quick` (reduced sizes for a CPU: the neuraloperator Darcy set and generated data),
@@ -36,7 +38,7 @@ pub struct Options {
     #[arg(long)]
     pub only: Option<String>,
     /// Only these models' rows (ONO paper: fno, galerkin, geofno, ufno, ffno, lsm, gnot, ono,
-    /// transolver; Galerkin paper: fno, ft, gt, st, lt).
+    /// transolver; Galerkin paper: fno, ft, gt, st, lt; GNOT: fno, galerkin, geofno, gnot).
     #[arg(long)]
     pub models: Option<String>,
     /// cpu, cuda or cuda:N.
@@ -461,6 +463,12 @@ fn write_miniatures(
         papers::Paper::Ono => &Benchmark::PAPER,
         // Its inverse problem reads the Darcy files.
         papers::Paper::Galerkin => &[Benchmark::Burgers, Benchmark::Darcy],
+        papers::Paper::Gnot => &[
+            Benchmark::Darcy,
+            Benchmark::Ns2d,
+            Benchmark::Elasticity,
+            Benchmark::Airfoil,
+        ],
     };
     write_once(dir, "rehearsal miniature", &what, benchmarks, |b, dir| {
         miniature::write_rehearsal(b, dir, miniature::MatVersion::V5)

@@ -8,13 +8,14 @@ use anyhow::{bail, Result};
 use super::findings::Finding;
 use super::plan::{self, DataPaths, Plan, Profile};
 use super::values::Readings;
-use super::{findings, galerkin};
+use super::{findings, galerkin, gnot};
 
 /// Which paper.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Paper {
     Ono,
     Galerkin,
+    Gnot,
 }
 
 impl std::str::FromStr for Paper {
@@ -23,7 +24,8 @@ impl std::str::FromStr for Paper {
         match s {
             "ono" => Ok(Self::Ono),
             "galerkin" => Ok(Self::Galerkin),
-            _ => bail!("--paper: `{s}` is not ono or galerkin"),
+            "gnot" => Ok(Self::Gnot),
+            _ => bail!("--paper: `{s}` is not ono, galerkin or gnot"),
         }
     }
 }
@@ -34,6 +36,7 @@ impl Paper {
         match self {
             Self::Ono => "ono",
             Self::Galerkin => "galerkin",
+            Self::Gnot => "gnot",
         }
     }
 
@@ -42,6 +45,7 @@ impl Paper {
         match self {
             Self::Ono => "The ONO paper's tables",
             Self::Galerkin => "The Galerkin Transformer paper's tables (Cao, NeurIPS 2021)",
+            Self::Gnot => "GNOT's tables (Hao et al., ICML 2023)",
         }
     }
 
@@ -60,6 +64,7 @@ impl Paper {
         match self {
             Self::Ono => &[1, 2, 3, 4, 5, 6, 7, 8],
             Self::Galerkin => &galerkin::TABLES,
+            Self::Gnot => &gnot::TABLES,
         }
     }
 
@@ -71,6 +76,7 @@ impl Paper {
                 .copied()
                 .unwrap_or("?"),
             Self::Galerkin => galerkin::title(table),
+            Self::Gnot => gnot::title(table),
         }
     }
 
@@ -79,6 +85,7 @@ impl Paper {
         match self {
             Self::Ono => &plan::MODELS,
             Self::Galerkin => &galerkin::MODELS,
+            Self::Gnot => &gnot::MODELS,
         }
     }
 
@@ -87,6 +94,7 @@ impl Paper {
         match self {
             Self::Ono => plan::plan(profile, data),
             Self::Galerkin => galerkin::plan(profile, data),
+            Self::Gnot => gnot::plan(profile, data),
         }
     }
 
@@ -95,6 +103,7 @@ impl Paper {
         match self {
             Self::Ono => super::report::ono_differences(profile),
             Self::Galerkin => galerkin::differences(profile),
+            Self::Gnot => gnot::differences(profile),
         }
     }
 
@@ -103,6 +112,7 @@ impl Paper {
         match self {
             Self::Ono => findings::evaluate(r, paper),
             Self::Galerkin => galerkin::findings::evaluate(r, paper),
+            Self::Gnot => gnot::findings::evaluate(r, paper),
         }
     }
 }

@@ -12,9 +12,9 @@
 //! - Table 8: without the diagonal initialization, or with the regular normalization, training
 //!   goes wrong.
 
-use super::super::findings::{self, missing, BelowSpec, Claim, Finding};
-use super::super::plan::{Cell, Plan};
-use super::super::values::{err, Readings};
+use super::super::findings::{self, BelowSpec, SpreadSpec};
+use super::super::plan::Plan;
+use super::super::values::Readings;
 use super::numbers;
 
 /// The largest factor between a row's Burgers errors at its resolutions that still counts as
@@ -25,7 +25,7 @@ pub const INVARIANCE_BAR: f64 = 2.0;
 const UNDERTRAINED: &str = "The paper's models are trained on 1024 samples for 100 epochs; these runs see far fewer of both, and a comparison of undertrained models can go either way:";
 
 /// Every claim the plan has cells for.
-pub fn evaluate(r: &Readings, paper: Option<&Plan>) -> Vec<Finding> {
+pub fn evaluate(r: &Readings, paper: Option<&Plan>) -> Vec<findings::Finding> {
     let mut out = findings::mean_field_claims(r, paper);
     let rows: Vec<&str> = {
         let mut rows = Vec::new();
@@ -37,7 +37,17 @@ pub fn evaluate(r: &Readings, paper: Option<&Plan>) -> Vec<Finding> {
         rows
     };
     for row in rows.into_iter().filter(|row| !row.starts_with("FNO")) {
-        out.extend(invariant(r, 2, row, "Burgers"));
+        out.extend(findings::spread_claim(
+            r,
+            &SpreadSpec {
+                table: 2,
+                rows: row,
+                columns: "Burgers",
+                bar: INVARIANCE_BAR,
+                statement: format!("{row}'s error on Burgers is independent of the resolution: largest over smallest at most {INVARIANCE_BAR}× (Table 2a)"),
+                reason: UNDERTRAINED,
+            },
+        ));
     }
     let table8 = |i: usize| numbers::TABLE8[i].label;
     for b in [
@@ -135,69 +145,4 @@ pub fn evaluate(r: &Readings, paper: Option<&Plan>) -> Vec<Finding> {
         out.extend(findings::below_claim(r, paper, &b));
     }
     out
-}
-
-/// Row `row` of `table` has errors within [`INVARIANCE_BAR`] of each other over the columns
-/// starting with `columns`; judged where two or more are measured.
-fn invariant(r: &Readings, table: usize, row: &str, columns: &str) -> Option<Finding> {
-    let cells: Vec<&Cell> = r
-        .plan
-        .cells
-        .iter()
-        .filter(|c| c.table == table && c.row == row && c.column.starts_with(columns))
-        .filter(|c| c.source.experiment().is_some())
-        .collect();
-    if cells.len() < 2 {
-        return None;
-    }
-    let mut f = Finding::new(
-        Claim::Invariant {
-            table,
-            row: row.to_string(),
-            columns: columns.to_string(),
-            bar: INVARIANCE_BAR,
-        },
-        format!(
-            "{row}'s error on {columns} is independent of the resolution: largest over smallest at most {INVARIANCE_BAR}× (Table {})",
-            if table == 2 { "2a" } else { "8" }
-        ),
-    );
-    let (mut measured, mut absent) = (Vec::new(), Vec::new());
-    for c in &cells {
-        let reading = r.cell(c);
-        match reading.value() {
-            Some(v) => {
-                f.number(c.column.clone(), v);
-                measured.push((c, v));
-            }
-            None => {
-                if let (super::super::values::Shown::Missing(why), Some(id)) =
-                    (&reading.shown, c.source.experiment())
-                {
-                    absent.push(missing(id, why));
-                }
-            }
-        }
-    }
-    if measured.len() < 2 {
-        return Some(f.decide(false, false, absent, String::new()));
-    }
-    let lo = measured.iter().map(|m| m.1).fold(f64::INFINITY, f64::min);
-    let hi = measured.iter().map(|m| m.1).fold(0.0, f64::max);
-    let factor = hi / lo;
-    f.summary = format!(
-        "{}: {:.2}× from the smallest to the largest",
-        measured
-            .iter()
-            .map(|(c, v)| format!("{} {}", c.column, err(*v)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        factor
-    );
-    Some(f.decide(
-        true,
-        factor > INVARIANCE_BAR,
-        absent,
-        UNDERTRAINED.trim_end_matches(':').to_string() + ".",
-    ))
 }

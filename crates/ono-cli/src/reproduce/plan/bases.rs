@@ -68,6 +68,9 @@ pub const BASES: &[BaseFile] = &[
     base!("geofno", Plasticity, "paper/plasticity/geofno.toml"),
     base!("galerkin", Darcy, "galerkin/darcy_141_43.toml"),
     base!("galerkin", Ns2d, "galerkin/ns2d.toml"),
+    // GNOT's Table 1 only: the ONO paper has no GK-Transformer on these.
+    base!("galerkin", Airfoil, "gnot/galerkin_airfoil.toml"),
+    base!("galerkin", Elasticity, "gnot/galerkin_elasticity.toml"),
     base!("gnot", Darcy, "gnot/darcy.toml"),
     base!("gnot", Ns2d, "gnot/ns2d.toml"),
     base!("gnot", Airfoil, "gnot/airfoil.toml"),

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use bases::base;
 pub use reduced::{shrink_model, Reduced, Sizes, NEURALOP_DARCY_ZERO_SHOT};
-pub use tables::{plan, SEEN_STEPS};
+pub use tables::{plan, BenchmarkRuns, SEEN_STEPS};
 
 /// How big and on which data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -108,45 +108,86 @@ fn table1(ctx: &Ctx, p: &mut Plan) -> Result<()> {
         let paper_row = paper::table1(model);
         for task in Task::ALL {
             let col = task.column();
-            // Geo-FNO on the regular grids is FNO (the paper's own note).
-            let owner = match (model, task) {
-                ("geofno", Task::Darcy | Task::Ns2d) => "fno",
-                _ => model,
-            };
-            let paper_only = ctx.paper_only(owner, owner, task);
             let in_table = paper_row[col].is_some() || model == "transolver";
-            let source = match (ctx.experiment(owner, task)?, paper_only) {
-                (Some(_), Some(why)) if in_table => Source::PaperOnly(why),
-                (Some(cfg), None) if in_table => {
-                    let id = format!("{}/{owner}", task.key());
-                    let mut work = train(cfg);
-                    // The reduced profiles' Darcy is the neuraloperator set, whose test
-                    // problems are also published at 32²: Table 3's zero-shot pair reads
-                    // FNO's and ONO's.
-                    if let (
-                        Work::Train {
-                            test_resolutions, ..
-                        },
-                        true,
-                        true,
-                    ) = (
-                        &mut work,
-                        ctx.reduced.is_some() && task == Task::Darcy,
-                        matches!(owner, "fno" | "ono"),
-                    ) {
-                        test_resolutions.push(NEURALOP_DARCY_ZERO_SHOT);
-                    }
-                    p.add(&id, owner, work, ctx.data_note(task));
-                    p.add_seeds(&id, ctx.reduced.map_or(1, |r| r.seeds(task)));
-                    Source::TestError(id)
-                }
-                _ => Source::Unsupported,
+            let source = match in_table {
+                true => benchmark_cell(ctx, p, model, task)?,
+                false => None,
             };
             let column = paper::TABLE1_COLUMNS[col];
+            let source = source.unwrap_or(Source::Unsupported);
             p.cell(1, model_label(model), column, model, paper_row[col], source);
         }
     }
     Ok(())
+}
+
+/// The ONO paper's benchmark experiments as Table 1 runs them in a profile, for other papers'
+/// benchmark tables: the same experiments (ids, data, sizes, seeds), and versions of them.
+pub struct BenchmarkRuns<'a>(Ctx<'a>);
+
+impl<'a> BenchmarkRuns<'a> {
+    pub fn new(profile: Profile, data: &'a DataPaths) -> Self {
+        Self(Ctx {
+            profile,
+            reduced: Reduced::of(profile),
+            data,
+        })
+    }
+
+    /// Adds the experiment of `model` on `task` (with its seeds) to `p` and returns the source
+    /// of its cell; `None` where the model has no base experiment for the task.
+    pub fn source(&self, p: &mut Plan, model: &str, task: Task) -> Result<Option<Source>> {
+        benchmark_cell(&self.0, p, model, task)
+    }
+
+    /// The experiment of `model` on `task` in this profile, to derive a version of it from.
+    pub fn experiment(&self, model: &str, task: Task) -> Result<Option<TrainConfig>> {
+        self.0.experiment(model, task)
+    }
+
+    /// Why this profile leaves `model`'s `task` to the paper profile, if it does.
+    pub fn paper_only(&self, model: &str, task: Task) -> Option<PaperOnly> {
+        self.0.paper_only(model, model, task)
+    }
+
+    /// The data a task's experiments read, in words.
+    pub fn data_note(&self, task: Task) -> String {
+        self.0.data_note(task)
+    }
+}
+
+fn benchmark_cell(ctx: &Ctx, p: &mut Plan, model: &str, task: Task) -> Result<Option<Source>> {
+    // Geo-FNO on the regular grids is FNO (the paper's own note).
+    let owner = match (model, task) {
+        ("geofno", Task::Darcy | Task::Ns2d) => "fno",
+        _ => model,
+    };
+    let Some(cfg) = ctx.experiment(owner, task)? else {
+        return Ok(None);
+    };
+    if let Some(why) = ctx.paper_only(owner, owner, task) {
+        return Ok(Some(Source::PaperOnly(why)));
+    }
+    let id = format!("{}/{owner}", task.key());
+    let mut work = train(cfg);
+    // The reduced profiles' Darcy is the neuraloperator set, whose test problems are also
+    // published at 32²: Table 3's zero-shot pair reads FNO's and ONO's.
+    if let (
+        Work::Train {
+            test_resolutions, ..
+        },
+        true,
+        true,
+    ) = (
+        &mut work,
+        ctx.reduced.is_some() && task == Task::Darcy,
+        matches!(owner, "fno" | "ono"),
+    ) {
+        test_resolutions.push(NEURALOP_DARCY_ZERO_SHOT);
+    }
+    p.add(&id, owner, work, ctx.data_note(task));
+    p.add_seeds(&id, ctx.reduced.map_or(1, |r| r.seeds(task)));
+    Ok(Some(Source::TestError(id)))
 }
 
 /// The timed step of Tables 2 and 8: one per model at Darcy's shapes, batch 8; FNO, LSM and ONO
