@@ -61,8 +61,9 @@ impl FloatingPath {
                 ),
                 (
                     "the_paper_plan_rehearses_on_miniatures",
-                    "the Galerkin Transformer paper's rehearsal, the same check (6 minutes on \
-                     the native pass, 11 on scalar kernels)",
+                    "the Galerkin Transformer's and GNOT's rehearsals (one name, one filter), \
+                     the same check (the Galerkin one: 6 minutes on the native pass, 11 on \
+                     scalar kernels)",
                 ),
             ],
         }
