@@ -5,38 +5,16 @@
 
 mod common;
 
-use common::{ok, ono, temp_dir};
-use serde_json::Value;
+use common::{rehearse, temp_dir};
 
 #[test]
 fn the_whole_paper_plan_rehearses_on_miniatures() {
     let dir = temp_dir("reproduce-rehearsal");
     let out = dir.join("out");
-    let log = ok(&ono()
-        .args(["reproduce", "--rehearse", "--threads", "2", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap());
-    let s: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let (s, log) = rehearse(&[], &out, |id| id.starts_with("runtime/"));
     let experiments = s["experiments"].as_array().unwrap();
-    let not_done: Vec<String> = experiments
-        .iter()
-        .filter(|e| e["status"] != "done")
-        .map(|e| format!("{}: {} {}", e["id"], e["status"], e["detail"]))
-        .collect();
-    assert!(not_done.is_empty(), "{}\n{log}", not_done.join("\n"));
     // The paper plan: every table's experiments (Tables 1–8), none left out.
     assert!(experiments.len() >= 70, "{} experiments", experiments.len());
-    for e in experiments {
-        let id = e["id"].as_str().unwrap();
-        if id.starts_with("runtime/") {
-            assert!(e["step_s"].as_f64().is_some_and(|t| t > 0.0), "{id}");
-        } else {
-            let err = e["test_rel_l2"].as_f64().unwrap_or(f64::NAN);
-            assert!(err.is_finite(), "{id}: test error {err}");
-        }
-    }
     // No published file was read: the data folders are the miniatures the call wrote.
     let miniatures = out.join("miniatures").canonicalize().unwrap();
     for f in [

@@ -201,3 +201,39 @@ pub fn neuralop_miniature(dir: &Path) -> PathBuf {
         .unwrap());
     out
 }
+
+/// A rehearsal: `ono reproduce <paper_args> --rehearse --threads 2 --out <out>` must succeed
+/// with every experiment done, each with a finite test error, or a positive step time where
+/// `timed` says its id is a timed one. Returns the summary and the call's stderr.
+pub fn rehearse(
+    paper_args: &[&str],
+    out: &Path,
+    timed: impl Fn(&str) -> bool,
+) -> (serde_json::Value, String) {
+    let log = ok(&ono()
+        .args(["reproduce"])
+        .args(paper_args)
+        .args(["--rehearse", "--threads", "2", "--out"])
+        .arg(out)
+        .output()
+        .unwrap());
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let experiments = s["experiments"].as_array().unwrap();
+    let not_done: Vec<String> = experiments
+        .iter()
+        .filter(|e| e["status"] != "done")
+        .map(|e| format!("{}: {} {}", e["id"], e["status"], e["detail"]))
+        .collect();
+    assert!(not_done.is_empty(), "{}\n{log}", not_done.join("\n"));
+    for e in experiments {
+        let id = e["id"].as_str().unwrap();
+        if timed(id) {
+            assert!(e["step_s"].as_f64().is_some_and(|t| t > 0.0), "{id}");
+        } else {
+            let err = e["test_rel_l2"].as_f64().unwrap_or(f64::NAN);
+            assert!(err.is_finite(), "{id}: test error {err}");
+        }
+    }
+    (s, log)
+}

@@ -47,16 +47,12 @@ pub fn title(table: usize) -> &'static str {
     }
 }
 
-/// Table 3 in a profile: the experts, the heads, and the epochs where they are not the
-/// benchmark experiment's. The smoke profile's tiny width (8) takes no more than 4 heads; the
-/// quick profile trains half the stand-in's epochs (12), because its seven runs, sixteen experts
-/// among them, would otherwise take a third of the profile's hour (GNOT ends the stand-in's
-/// 24 epochs at 0.17× the mean field: docs/results.md, the ONO paper's quick report).
-fn table3_sizes(profile: Profile) -> (&'static [i64], &'static [i64], Option<u64>) {
+/// The experts and heads of Table 3 in a profile: the smoke profile's tiny width (8) takes no
+/// more than 4 heads.
+fn table3_counts(profile: Profile) -> (&'static [i64], &'static [i64]) {
     match profile {
-        Profile::Smoke => (&[1, 3], &[1, 4], None),
-        Profile::Quick => (&[1, 3, 8, 16], &[1, 4, 8, 16], Some(12)),
-        Profile::Paper => (&[1, 3, 8, 16], &[1, 4, 8, 16], None),
+        Profile::Smoke => (&[1, 3], &[1, 4]),
+        Profile::Paper | Profile::Quick => (&[1, 3, 8, 16], &[1, 4, 8, 16]),
     }
 }
 
@@ -83,14 +79,12 @@ fn table1(runs: &BenchmarkRuns, p: &mut Plan) -> Result<()> {
 }
 
 /// GNOT's experiment on `task` edited by `edit`, added as `id` unless this profile leaves GNOT's
-/// `task` to the paper profile, with `epochs` in place of the experiment's where given; the
-/// source of a cell reading it.
+/// `task` to the paper profile; the source of a cell reading it.
 fn gnot_version(
     runs: &BenchmarkRuns,
     p: &mut Plan,
     task: Task,
     id: &str,
-    epochs: Option<u64>,
     edit: impl Fn(&mut ono_models::gnot::GnotConfig),
 ) -> Result<Source> {
     if let Some(why) = runs.paper_only("gnot", task) {
@@ -107,17 +101,12 @@ fn gnot_version(
         }
     })?;
     anyhow::ensure!(gnot, "GNOT's experiment on {} is not a GNOT", task.key());
-    let mut note = runs.data_note(task);
-    if let Some(epochs) = epochs.filter(|&e| e != cfg.epochs) {
-        note = format!("{note}; here {epochs} epochs");
-        cfg.epochs = epochs;
-    }
     let work = Work::Train {
         config: Box::new(cfg),
         strides: Vec::new(),
         test_resolutions: Vec::new(),
     };
-    p.add(id, "gnot", work, note);
+    p.add(id, "gnot", work, runs.data_note(task));
     Ok(Source::TestError(id.to_string()))
 }
 
@@ -148,7 +137,7 @@ fn table2(runs: &BenchmarkRuns, p: &mut Plan) -> Result<()> {
                     .with_context(|| format!("GNOT has no experiment on {}", task.key()))?,
                 _ => {
                     let id = format!("{}/gnot-{}", task.key(), order_id(order));
-                    gnot_version(runs, p, task, &id, None, |c| c.block_order = order)?
+                    gnot_version(runs, p, task, &id, |c| c.block_order = order)?
                 }
             };
             let column = numbers::TABLE2_COLUMNS[col];
@@ -161,7 +150,7 @@ fn table2(runs: &BenchmarkRuns, p: &mut Plan) -> Result<()> {
 /// Table 3: GNOT with E experts and one head, and with H heads and one expert (the run with one
 /// of each fills a cell of both).
 fn table3(runs: &BenchmarkRuns, profile: Profile, p: &mut Plan) -> Result<()> {
-    let (experts, heads, epochs) = table3_sizes(profile);
+    let (experts, heads) = table3_counts(profile);
     let paper = |table: &[(i64, f64)], n: i64| table.iter().find(|r| r.0 == n).map(|r| r.1);
     let cells = experts
         .iter()
@@ -183,7 +172,7 @@ fn table3(runs: &BenchmarkRuns, profile: Profile, p: &mut Plan) -> Result<()> {
         }));
     for (row, e, h, paper) in cells {
         let id = format!("{}/gnot-e{e}-h{h}", TABLE3_TASK.key());
-        let source = gnot_version(runs, p, TABLE3_TASK, &id, epochs, |c| {
+        let source = gnot_version(runs, p, TABLE3_TASK, &id, |c| {
             c.n_experts = e;
             c.n_head = h;
         })?;
