@@ -6,12 +6,7 @@
 
 mod common;
 
-use common::{ok, ono, rehearse, temp_dir};
-use ono_cli::reproduce::report::Results;
-
-fn summary(out: &std::path::Path) -> Results {
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
-}
+use common::{assert_claims, ok, ono, rehearse, reproduce_summary, temp_dir};
 
 #[test]
 fn the_smoke_profile_runs_every_table_and_resumes() {
@@ -26,7 +21,7 @@ fn the_smoke_profile_runs_every_table_and_resumes() {
             .unwrap())
     };
     let log = call();
-    let s = summary(&out);
+    let s = reproduce_summary(&out);
     for e in &s.experiments {
         assert_eq!(
             e.status,
@@ -63,20 +58,15 @@ fn the_smoke_profile_runs_every_table_and_resumes() {
     assert_eq!(memory, 4, "ST, FT, LT and GT");
     // Table 3's FNO rows: input and target on one grid (no query points).
     assert!(s.cells.iter().any(|c| c.row == "FNO2d (only n_c)"));
-    // The paper's findings are judged (the smoke profile's models learn nothing: the verdicts
-    // are not the point, that each claim is there is).
-    let claims: Vec<String> = s.findings.iter().map(|f| f.statement.clone()).collect();
-    for needle in [
-        "Galerkin-type layer normalization",
-        "FT's error is at least 30% below FNO2d's",
-        "GT's error is at most half of FNO2d's",
-        "less memory than training ST",
-    ] {
-        assert!(
-            claims.iter().any(|c| c.contains(needle)),
-            "{needle}: {claims:#?}"
-        );
-    }
+    assert_claims(
+        &s,
+        &[
+            "Galerkin-type layer normalization",
+            "FT's error is at least 30% below FNO2d's",
+            "GT's error is at most half of FNO2d's",
+            "less memory than training ST",
+        ],
+    );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.starts_with(
         "# The Galerkin Transformer paper's tables (Cao, NeurIPS 2021): smoke profile"
@@ -86,7 +76,7 @@ fn the_smoke_profile_runs_every_table_and_resumes() {
     // A second call trains nothing.
     let again = call();
     assert!(!again.contains("epoch 1/"), "{again}");
-    let s2 = summary(&out);
+    let s2 = reproduce_summary(&out);
     assert_eq!(s2.cells.len(), s.cells.len());
 }
 

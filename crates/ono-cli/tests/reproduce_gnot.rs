@@ -7,14 +7,9 @@
 
 mod common;
 
-use common::{neuralop_miniature, ok, ono, rehearse, temp_dir};
+use common::{assert_claims, neuralop_miniature, ok, ono, rehearse, reproduce_summary, temp_dir};
 use ono_cli::reproduce::execute::Status;
-use ono_cli::reproduce::report::Results;
 use ono_cli::reproduce::values::Shown;
-
-fn summary(out: &std::path::Path) -> Results {
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
-}
 
 #[test]
 fn the_smoke_profile_runs_every_table_and_resumes() {
@@ -37,7 +32,7 @@ fn the_smoke_profile_runs_every_table_and_resumes() {
             .unwrap())
     };
     let log = call();
-    let s = summary(&out);
+    let s = reproduce_summary(&out);
     for e in &s.experiments {
         let expected = match e.id.starts_with("airfoil/") {
             true => matches!(e.status, Status::MissingData(_)),
@@ -77,18 +72,15 @@ fn the_smoke_profile_runs_every_table_and_resumes() {
         read(3, "N_experts = 1 (1 head)"),
         read(3, "N_heads = 1 (1 expert)")
     );
-    let claims: Vec<String> = s.findings.iter().map(|f| f.statement.clone()).collect();
-    for needle in [
-        "below Geo-FNO's",
-        "beats two cross-attentions",
-        "Three experts beat one",
-        "The number of heads has little impact",
-    ] {
-        assert!(
-            claims.iter().any(|c| c.contains(needle)),
-            "{needle}: {claims:#?}"
-        );
-    }
+    assert_claims(
+        &s,
+        &[
+            "below Geo-FNO's",
+            "beats two cross-attentions",
+            "Three experts beat one",
+            "The number of heads has little impact",
+        ],
+    );
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.starts_with("# GNOT's tables (Hao et al., ICML 2023): smoke profile"));
     assert!(report.contains("MIONet and OFormer are not ported"));
@@ -96,7 +88,7 @@ fn the_smoke_profile_runs_every_table_and_resumes() {
     // A second call trains nothing.
     let again = call();
     assert!(!again.contains("epoch 1/"), "{again}");
-    assert_eq!(summary(&out).cells.len(), s.cells.len());
+    assert_eq!(reproduce_summary(&out).cells.len(), s.cells.len());
 }
 
 #[test]

@@ -237,3 +237,21 @@ pub fn rehearse(
     }
     (s, log)
 }
+
+/// The `summary.json` of an `ono reproduce` call into `out`.
+pub fn reproduce_summary(out: &Path) -> ono_cli::reproduce::report::Results {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Asserts that a reproduce summary judges a claim containing each of `needles` (the verdicts
+/// are not checked: a smoke profile's models learn nothing, and that each claim is there is the
+/// point).
+pub fn assert_claims(s: &ono_cli::reproduce::report::Results, needles: &[&str]) {
+    let claims: Vec<&str> = s.findings.iter().map(|f| f.statement.as_str()).collect();
+    for needle in needles {
+        assert!(
+            claims.iter().any(|c| c.contains(needle)),
+            "{needle}: {claims:#?}"
+        );
+    }
+}
