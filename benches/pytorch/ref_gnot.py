@@ -66,7 +66,9 @@ MODELS = ("gnot", "cgpt")
 # (crates/ono-models/src/gnot/presets.rs `base`).
 DEFAULTS = dict(model="gnot", space_dim=2, fun_dim=11, out_dim=3, function_dims=[2], n_hidden=128,
                 n_layers=3, n_head=1, n_experts=1, n_inner=4, mlp_layers=3, ffn_dropout=0.0,
-                attn_dropout=0.0, mask_padding=False)
+                attn_dropout=0.0, mask_padding=False, block_order="cross_self")
+# GnotConfig's block orders; the reference (and so this restatement) has only the first.
+BLOCK_ORDERS = ("cross_self", "self_cross", "cross_cross")
 PRESETS = {
     "gnot": {},
     "gnot_e3": dict(n_experts=3),
@@ -110,6 +112,8 @@ def config(fields):
                 c[k] = list(v)
         elif k == "mask_padding":
             ok = isinstance(v, bool)
+        elif k == "block_order":
+            ok = v in BLOCK_ORDERS
         else:  # model
             ok = v in MODELS
         if not ok:
@@ -133,6 +137,9 @@ def config(fields):
     for k in _FLOATS:
         if not 0.0 <= c[k] <= 1.0:
             bad(f"{k} must lie in [0, 1], got {c[k]}")
+    if c["block_order"] != "cross_self":
+        bad(f"block_order {c['block_order']!r}: the reference has only 'cross_self' (GNOT's "
+            "Table 2 ablations are not published code), so there is nothing to restate")
     return c
 
 
