@@ -9,6 +9,8 @@
 //! - Table 3: three experts beat one and beat eight or sixteen; the number of heads has little
 //!   impact.
 
+use ono_models::gnot::BlockOrder;
+
 use super::super::findings::{self, BelowSpec, Finding, SpreadSpec};
 use super::super::plan::Plan;
 use super::super::values::Readings;
@@ -82,8 +84,8 @@ pub fn evaluate(r: &Readings, paper: Option<&Plan>) -> Vec<Finding> {
         },
         BelowSpec {
             table: 2,
-            row: "cross + self",
-            than: "cross + cross",
+            row: BlockOrder::CrossSelf.label(),
+            than: BlockOrder::CrossCross.label(),
             bar: None,
             columns: "",
             statement: "A cross-attention followed by a self-attention beats two cross-attentions on every dataset (Table 2)".into(),
@@ -91,8 +93,8 @@ pub fn evaluate(r: &Readings, paper: Option<&Plan>) -> Vec<Finding> {
         },
         BelowSpec {
             table: 2,
-            row: "cross + self",
-            than: "self + cross",
+            row: BlockOrder::CrossSelf.label(),
+            than: BlockOrder::SelfCross.label(),
             bar: None,
             columns: "",
             statement: "The self-attention is better placed after the cross-attention than before it, on every dataset (Table 2)".into(),
