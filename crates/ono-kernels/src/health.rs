@@ -47,6 +47,10 @@ struct Sites(Vec<Site>);
 #[derive(Clone, Default)]
 pub struct Monitor {
     sites: Arc<Mutex<Sites>>,
+    /// `step · 64` of the current scope as an int64 0-dim tensor on the sites' device (made at
+    /// the first check), with the step it holds: the checks read the step from the device, so
+    /// a captured step's checks label each replay with its own step.
+    label: Arc<Mutex<Option<(Tensor, u64)>>>,
 }
 
 impl std::fmt::Debug for Monitor {
@@ -106,6 +110,15 @@ impl Monitor {
     /// Defers the checks of this thread into this monitor, labelled `step`, until the scope is
     /// dropped.
     pub fn enter(&self, step: u64) -> Scope {
+        let mut label = self.label.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((t, at)) = label.as_mut() {
+            if *at != step {
+                // A fill carries its value in the launch: no upload, no wait.
+                let _ = t.f_fill_(step as i64 * FAULT_CODES);
+                *at = step;
+            }
+        }
+        drop(label);
         let previous = ACTIVE.with(|a| a.borrow_mut().replace((self.clone(), step)));
         Scope { previous }
     }
@@ -157,12 +170,29 @@ impl Monitor {
     ) -> Result<(), TchError> {
         let _guard = tch::no_grad_guard();
         let fault = fault.f_to_kind(Kind::Int64)?.f_clamp(0, FAULT_CODES - 1)?;
+        let label = {
+            let mut label = self.label.lock().unwrap_or_else(|p| p.into_inner());
+            match label.as_ref() {
+                Some((t, at)) if *at == step && t.device() == fault.device() => t.shallow_clone(),
+                _ => {
+                    let t = Tensor::f_scalar_tensor(
+                        (step as i64 * FAULT_CODES) as f64,
+                        (Kind::Int64, fault.device()),
+                    )?;
+                    *label = Some((t.shallow_clone(), step));
+                    t
+                }
+            }
+        };
         let candidate = fault
-            .f_add_scalar(step as i64 * FAULT_CODES)?
+            .f_add(&label)?
             .f_masked_fill(&fault.f_eq(0)?, NO_FAILURE)?;
         let mut sites = self.lock();
         match sites.0.iter_mut().find(|s| s.name == name) {
-            Some(site) => site.first = site.first.f_minimum(&candidate)?,
+            // In place: a captured step keeps folding into the same tensor.
+            Some(site) => {
+                let _ = site.first.f_copy_(&site.first.f_minimum(&candidate)?)?;
+            }
             None => sites.0.push(Site {
                 name,
                 first: candidate,

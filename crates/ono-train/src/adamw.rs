@@ -105,6 +105,10 @@ struct Group {
     /// Whether every parameter's skip count is the same (every skippable step so far had a
     /// gradient for all of them), so that one count serves the whole flat buffer.
     skips_uniform: bool,
+    /// Each stretch's scalars of the current step, on the device.
+    scalars: Scalars,
+    /// The device mask of the parameters with a gradient, for the pattern it was made for.
+    mask_cache: Option<(Vec<bool>, Tensor)>,
 }
 
 /// Flat gradients of every group, gathered once per step (clipping works on them in place).
@@ -197,26 +201,6 @@ impl FlatGrads {
 }
 
 impl Group {
-    /// For a skippable step: whether to keep its update (a 0-dim bool on the device) and the
-    /// skip counts before it (created at zero on the first skippable step).
-    fn skip_state(&mut self, found_inf: &Tensor, all: bool) -> Result<(Tensor, Tensor)> {
-        if self.skipped.is_none() {
-            let n = self.names.len() as i64;
-            self.skipped = Some(Tensor::f_zeros([n], (Kind::Int64, self.flat.device()))?);
-        }
-        if !all {
-            self.skips_uniform = false;
-        }
-        let keep = found_inf.f_reshape([])?.f_eq(0.0)?;
-        // Read (into the bias corrections) before this step's skip is counted in place.
-        let skipped = self
-            .skipped
-            .as_ref()
-            .expect("created above")
-            .shallow_clone();
-        Ok((keep, skipped))
-    }
-
     /// The `.skipped_steps` counts of [`AdamW::state`], if the state has them; one host read (at
     /// load time) settles whether they are uniform.
     fn load_skips(&mut self, prefix: &str, tensors: &BTreeMap<String, Tensor>) -> Result<()> {
@@ -259,32 +243,274 @@ impl Group {
             max_exp_avg_sq: self.max_exp_avg_sq.as_ref().map(Tensor::shallow_clone),
         }
     }
+
+    /// The host half of a step: the stretches its update covers, each parameter's step count
+    /// moved on, and each stretch's scalars written to the device (only those that changed).
+    fn plan(&mut self, present: &[bool], skippable: bool) -> Result<GroupPlan> {
+        let all = present.iter().all(|&d| d);
+        if skippable {
+            if self.skipped.is_none() {
+                let n = self.names.len() as i64;
+                self.skipped = Some(Tensor::f_zeros([n], (Kind::Int64, self.flat.device()))?);
+            }
+            if !all {
+                self.skips_uniform = false;
+            }
+        }
+        let same_step = self.steps.windows(2).all(|w| w[0] == w[1]);
+        let mut stretches = Vec::new();
+        if all && same_step && self.skips_uniform {
+            stretches.push(Stretch {
+                first: 0,
+                end: self.names.len(),
+                off: 0,
+                numel: self.flat.numel() as i64,
+            });
+        } else {
+            // Some parameter had no gradient, or did not at an earlier step (a model with
+            // unused parameters, every step). Neighbours that have gradients and the same step
+            // count share one update over their stretch of the flat buffers (the gaps between
+            // them are zeros and stay zeros), so the cost is per stretch, not per parameter.
+            // Non-uniform skip counts are per parameter, so they update alone.
+            let merge = !skippable || self.skips_uniform;
+            let mut i = 0;
+            while i < self.offsets.len() {
+                if !present[i] {
+                    i += 1;
+                    continue;
+                }
+                let mut j = i + 1;
+                while merge
+                    && j < self.offsets.len()
+                    && present[j]
+                    && self.steps[j] == self.steps[i]
+                {
+                    j += 1;
+                }
+                let off = self.offsets[i].0;
+                let numel = self.offsets[j - 1].0 + self.offsets[j - 1].1 - off;
+                stretches.push(Stretch {
+                    first: i,
+                    end: j,
+                    off,
+                    numel,
+                });
+                i = j;
+            }
+        }
+        for (row, s) in stretches.iter().enumerate() {
+            let step = self.steps[s.first] + 1;
+            self.steps[s.first..s.end]
+                .iter_mut()
+                .for_each(|c| *c = step);
+            self.scalars.write(row, &self.hp, step)?;
+        }
+        let count_mask = match (skippable, all) {
+            (true, false) => Some(self.skip_mask(present)?),
+            _ => None,
+        };
+        Ok(GroupPlan {
+            stretches,
+            skippable,
+            count_mask,
+        })
+    }
+
+    /// The int64 mask of the parameters with a gradient, on the device; kept while the same
+    /// parameters have one, so that a step neither uploads it again nor (captured) bakes in a
+    /// tensor that a later step frees.
+    fn skip_mask(&mut self, present: &[bool]) -> Result<Tensor> {
+        if let Some((p, t)) = &self.mask_cache {
+            if p == present {
+                return Ok(t.shallow_clone());
+            }
+        }
+        let mask: Vec<i64> = present.iter().map(|&p| i64::from(p)).collect();
+        let t = Tensor::f_from_slice(&mask)?.f_to_device(self.flat.device())?;
+        self.mask_cache = Some((present.to_vec(), t.shallow_clone()));
+        Ok(t)
+    }
+
+    /// The device half of a step: every stretch of `plan` updated from the scalars `plan`
+    /// wrote, nothing read from the host.
+    fn apply(&self, plan: &GroupPlan, grad: &Tensor, found_inf: Option<&Tensor>) -> Result<()> {
+        let all_slots = self.slots();
+        for (row, s) in plan.stretches.iter().enumerate() {
+            let scalars = self.scalars.row(row)?;
+            let bias = match (plan.skippable, found_inf, &self.skipped) {
+                (true, Some(found), Some(skipped)) => Bias::Device {
+                    taken: taken_steps(
+                        &scalars.select(STEP)?,
+                        &skipped.f_select(0, s.first as i64)?,
+                    )?,
+                    keep: found.f_reshape([])?.f_eq(0.0)?,
+                },
+                (false, None, _) => Bias::Host,
+                _ => {
+                    return Err(Error::Data(
+                        "an optimizer step planned for one kind of step was applied as another"
+                            .into(),
+                    ))
+                }
+            };
+            let mut slots = if s.off == 0 && s.numel == self.flat.numel() as i64 {
+                self.slots()
+            } else {
+                all_slots.narrow(s.off, s.numel)?
+            };
+            let g = if s.numel == grad.numel() as i64 {
+                grad.shallow_clone()
+            } else {
+                grad.f_narrow(0, s.off, s.numel)?
+            };
+            update(&self.hp, &bias, &scalars, &g, &mut slots)?;
+        }
+        if let (Some(found), Some(skipped)) = (found_inf, &self.skipped) {
+            count_skip(skipped, found, plan.count_mask.as_ref())?;
+        }
+        Ok(())
+    }
 }
 
 /// Adds this step's skip (1 where `found_inf` is non-zero) to the counts of the parameters that
-/// had a gradient.
-fn count_skip(skipped: &mut Tensor, found_inf: &Tensor, present: &[bool], all: bool) -> Result<()> {
+/// had a gradient (all of them without a `mask`).
+fn count_skip(skipped: &Tensor, found_inf: &Tensor, mask: Option<&Tensor>) -> Result<()> {
     let inc = found_inf
         .f_reshape([1])?
         .f_ne(0.0)?
         .f_to_kind(Kind::Int64)?;
-    let inc = if all {
-        inc
-    } else {
-        let mask: Vec<i64> = present.iter().map(|&p| i64::from(p)).collect();
-        inc.f_mul(&Tensor::from_slice(&mask).f_to_device(skipped.device())?)?
+    let inc = match mask {
+        Some(m) => inc.f_mul(m)?,
+        None => inc,
     };
-    let _ = skipped.f_add_(&inc)?;
+    let _ = skipped.shallow_clone().f_add_(&inc)?;
     Ok(())
 }
 
 /// The step count of the bias corrections: the steps a parameter had a gradient for (`step`,
-/// this one included) less those skipped, as a float64 0-dim tensor on the device.
-fn taken_steps(step: u64, skipped: &Tensor) -> Result<Tensor> {
-    Ok(skipped
-        .f_to_kind(Kind::Double)?
-        .f_neg()?
-        .f_add_scalar(step as f64)?)
+/// this one included, float64 on the device) less those skipped.
+fn taken_steps(step: &Tensor, skipped: &Tensor) -> Result<Tensor> {
+    Ok(step.f_sub(&skipped.f_to_kind(Kind::Double)?)?)
+}
+
+/// One stretch of a group's flat buffers that a single update covers: parameters
+/// `first..end`, every one with a gradient and one step count.
+#[derive(Debug, Clone, PartialEq)]
+struct Stretch {
+    first: usize,
+    end: usize,
+    off: i64,
+    numel: i64,
+}
+
+/// What a step of one group updates: fixed by which parameters had gradients (and, under
+/// float16, how the skips went), not by the step's values.
+#[derive(Debug)]
+struct GroupPlan {
+    stretches: Vec<Stretch>,
+    skippable: bool,
+    count_mask: Option<Tensor>,
+}
+
+/// The host half of an optimizer step ([`AdamW::plan`]): which stretches of the flat buffers
+/// the update covers, with their step counts moved on and their scalars (learning rate, β1,
+/// bias corrections) written to the device. [`AdamW::apply`] then runs on the device alone, so
+/// that a captured update replays with each step's own values. Two plans of the same
+/// [`shape`](StepPlan::shape) make the same kernels.
+#[derive(Debug)]
+pub struct StepPlan {
+    groups: Vec<Option<GroupPlan>>,
+}
+
+/// The structure of a [`StepPlan`]: what a captured update depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PlanShape(Vec<Option<(Vec<(usize, usize)>, bool)>>);
+
+impl StepPlan {
+    /// The plan's structure (its stretches and whether it may skip).
+    pub fn shape(&self) -> PlanShape {
+        PlanShape(
+            self.groups
+                .iter()
+                .map(|g| {
+                    g.as_ref().map(|g| {
+                        let s = g.stretches.iter().map(|s| (s.first, s.end)).collect();
+                        (s, g.skippable)
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+/// Indices into a stretch's row of [`Scalars`].
+const DECAY: i64 = 0;
+const LERP: i64 = 1;
+const STEP_SIZE: i64 = 2;
+const BIAS2_SQRT: i64 = 3;
+const NEG_LR: i64 = 4;
+const STEP: i64 = 5;
+const BETA1: i64 = 6;
+const SCALARS: usize = 7;
+
+/// Each stretch's per-step scalars as float64 on the device, one row per stretch: what an
+/// update reads instead of host numbers, so that the same kernels serve every step (and a
+/// captured step). A host copy of what was last written spares the writes that would not
+/// change anything (the learning rate of a constant schedule, β1 without momentum cycling).
+struct Scalars {
+    device: Tensor,
+    written: Vec<[f64; SCALARS]>,
+}
+
+impl Scalars {
+    fn new(rows: usize, device: tch::Device) -> Result<Self> {
+        Ok(Self {
+            device: Tensor::f_zeros([rows as i64, SCALARS as i64], (Kind::Double, device))?,
+            written: vec![[f64::NAN; SCALARS]; rows],
+        })
+    }
+
+    /// Row `row` for a step numbered `step` (1 for the first) under `hp`: the values PyTorch's
+    /// single-tensor AdamW computes on the host, computed here the same way.
+    fn write(&mut self, row: usize, hp: &AdamWConfig, step: u64) -> Result<()> {
+        let (b1, b2) = hp.betas;
+        let t = step as f64;
+        let bias1 = 1.0 - b1.powf(t);
+        let values = [
+            1.0 - hp.lr * hp.weight_decay,
+            1.0 - b1,
+            -hp.lr / bias1,
+            (1.0 - b2.powf(t)).sqrt(),
+            -hp.lr,
+            t,
+            b1,
+        ];
+        let old = &mut self.written[row];
+        for (c, (&v, o)) in values.iter().zip(old.iter_mut()).enumerate() {
+            if v.to_bits() != o.to_bits() {
+                let _ = self
+                    .device
+                    .f_select(0, row as i64)?
+                    .f_select(0, c as i64)?
+                    .f_fill_(v)?;
+                *o = v;
+            }
+        }
+        Ok(())
+    }
+
+    fn row(&self, row: usize) -> Result<Row> {
+        Ok(Row(self.device.f_select(0, row as i64)?))
+    }
+}
+
+/// One stretch's scalars on the device.
+struct Row(Tensor);
+
+impl Row {
+    fn select(&self, i: i64) -> Result<Tensor> {
+        Ok(self.0.f_select(0, i)?)
+    }
 }
 
 /// The optimizer.
@@ -364,6 +590,7 @@ impl AdamW {
                 }
                 Ok(flat)
             })?;
+            let n_params = spec.params.len();
             let mut names = Vec::with_capacity(spec.params.len());
             let mut params = Vec::with_capacity(spec.params.len());
             for ((name, mut p), &(off, numel)) in spec.params.into_iter().zip(&offsets) {
@@ -389,6 +616,8 @@ impl AdamW {
                 exp_avg_sq: zeros()?,
                 skipped: None,
                 skips_uniform: true,
+                scalars: Scalars::new(n_params, device)?,
+                mask_cache: None,
             });
         }
         Ok(Self { groups })
@@ -492,6 +721,14 @@ impl AdamW {
     }
 
     fn step_masked(&mut self, grads: &FlatGrads, found_inf: Option<&Tensor>) -> Result<()> {
+        let plan = self.plan(grads, found_inf.is_some())?;
+        self.apply(&plan, grads, found_inf)
+    }
+
+    /// The host half of a step on `grads` (which parameters have gradients): the step counts
+    /// moved on and the step's scalars written to the device. `skippable`: the step will be
+    /// applied with a `found_inf` (float16's loss scaling).
+    pub fn plan(&mut self, grads: &FlatGrads, skippable: bool) -> Result<StepPlan> {
         if grads.grads.len() != self.groups.len() {
             return Err(Error::Data(format!(
                 "gradients for {} groups given to an optimizer with {}",
@@ -500,57 +737,47 @@ impl AdamW {
             )));
         }
         let _guard = tch::no_grad_guard();
-        for ((g, grad), present) in self.groups.iter_mut().zip(&grads.grads).zip(&grads.present) {
-            let Some(grad) = grad else { continue };
-            let all = present.iter().all(|&d| d);
-            let skip = match found_inf {
-                Some(found) => Some(g.skip_state(found, all)?),
-                None => None,
-            };
-            let same_step = g.steps.windows(2).all(|w| w[0] == w[1]);
-            let bias = |i: usize, step: u64| -> Result<Bias<'_>> {
-                Ok(match &skip {
-                    None => Bias::Host(step),
-                    Some((keep, skipped)) => Bias::Device {
-                        step: taken_steps(step, &skipped.f_select(0, i as i64)?)?,
-                        keep,
-                    },
-                })
-            };
-            if all && same_step && g.skips_uniform {
-                let step = g.steps[0] + 1;
-                update(&g.hp, &bias(0, step)?, grad, &mut g.slots())?;
-                g.steps.iter_mut().for_each(|s| *s = step);
-            } else {
-                // Some parameter had no gradient, or did not at an earlier step (a model with
-                // unused parameters, every step). Neighbours that have gradients and the same
-                // step count share one update over their stretch of the flat buffers (the gaps
-                // between them are zeros and stay zeros), so the cost is per stretch, not per
-                // parameter. Non-uniform skip counts are per parameter, so they update alone.
-                let all_slots = g.slots();
-                let merge = skip.is_none() || g.skips_uniform;
-                let mut i = 0;
-                while i < g.offsets.len() {
-                    if !present[i] {
-                        i += 1;
-                        continue;
-                    }
-                    let step = g.steps[i] + 1;
-                    let mut j = i + 1;
-                    while merge && j < g.offsets.len() && present[j] && g.steps[j] + 1 == step {
-                        j += 1;
-                    }
-                    let off = g.offsets[i].0;
-                    let numel = g.offsets[j - 1].0 + g.offsets[j - 1].1 - off;
-                    let gi = grad.f_narrow(0, off, numel)?;
-                    let mut slots = all_slots.narrow(off, numel)?;
-                    update(&g.hp, &bias(i, step)?, &gi, &mut slots)?;
-                    g.steps[i..j].iter_mut().for_each(|s| *s = step);
-                    i = j;
+        let groups = self
+            .groups
+            .iter_mut()
+            .zip(&grads.grads)
+            .zip(&grads.present)
+            .map(|((g, grad), present)| match grad {
+                Some(_) => g.plan(present, skippable).map(Some),
+                None => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(StepPlan { groups })
+    }
+
+    /// The device half of a step planned by [`AdamW::plan`] on gradients with the same
+    /// parameters present: every update reads its step's values from the device, so this makes
+    /// the same kernels at every step. With `found_inf` (non-zero: skip) the plan must be
+    /// skippable.
+    pub fn apply(
+        &self,
+        plan: &StepPlan,
+        grads: &FlatGrads,
+        found_inf: Option<&Tensor>,
+    ) -> Result<()> {
+        if plan.groups.len() != self.groups.len() || grads.grads.len() != self.groups.len() {
+            return Err(Error::Data(format!(
+                "a plan of {} groups and gradients of {} given to an optimizer with {}",
+                plan.groups.len(),
+                grads.grads.len(),
+                self.groups.len()
+            )));
+        }
+        let _guard = tch::no_grad_guard();
+        for ((g, p), grad) in self.groups.iter().zip(&plan.groups).zip(&grads.grads) {
+            match (p, grad) {
+                (Some(p), Some(grad)) => g.apply(p, grad, found_inf)?,
+                (None, None) => {}
+                _ => {
+                    return Err(Error::Data(
+                        "the gradients present differ from those the step was planned for".into(),
+                    ))
                 }
-            }
-            if let (Some(found), Some(skipped)) = (found_inf, &mut g.skipped) {
-                count_skip(skipped, found, present, all)?;
             }
         }
         Ok(())
@@ -654,13 +881,13 @@ pub struct AdamWState {
     pub groups: Vec<AdamWConfig>,
 }
 
-/// How an update's bias corrections get their step count.
-enum Bias<'a> {
-    /// Known on the host: the plain step.
-    Host(u64),
+/// How an update's bias corrections are had.
+enum Bias {
+    /// From the stretch's scalars, as written on the host.
+    Host,
     /// A skippable step: the count of steps taken (a float64 0-dim tensor) and whether to keep
     /// the update (a bool 0-dim tensor), both on the device.
-    Device { step: Tensor, keep: &'a Tensor },
+    Device { taken: Tensor, keep: Tensor },
 }
 
 /// A parameter's values and moments: handles on (views of) a group's flat buffers, so that
@@ -694,26 +921,37 @@ impl Slots {
 }
 
 /// PyTorch's single-tensor AdamW (or, with `l2_weight_decay`, Adam) update, in place, with the
-/// bias corrections of the current β1 (as PyTorch computes them when a scheduler cycles β1). A
-/// skippable step computes the update beside the state and keeps it only where `keep` is true.
-fn update(hp: &AdamWConfig, bias: &Bias<'_>, grad: &Tensor, slots: &mut Slots) -> Result<()> {
-    let (b1, b2) = hp.betas;
+/// bias corrections of the current β1 (as PyTorch computes them when a scheduler cycles β1),
+/// every per-step value read from the stretch's scalars on the device. A skippable step
+/// computes the update beside the state and keeps it only where `keep` is true.
+fn update(
+    hp: &AdamWConfig,
+    bias: &Bias,
+    scalars: &Row,
+    grad: &Tensor,
+    slots: &mut Slots,
+) -> Result<()> {
     match bias {
-        Bias::Host(step) => {
-            let t = *step as f64;
-            let corrections = Corrections::Host(1.0 - b1.powf(t), (1.0 - b2.powf(t)).sqrt());
-            update_in_place(hp, corrections, grad, slots)
-        }
-        Bias::Device { step, keep } => {
-            // 1 − β^t with t on the device.
-            let one_minus = |beta: f64| -> Result<Tensor> {
-                Ok(Tensor::f_pow_scalar(beta, step)?
-                    .f_neg()?
-                    .f_add_scalar(1.0)?)
+        Bias::Host => {
+            let corrections = Corrections {
+                step_size: scalars.select(STEP_SIZE)?,
+                bias2_sqrt: scalars.select(BIAS2_SQRT)?,
             };
-            let corrections = Corrections::Device(one_minus(b1)?, one_minus(b2)?.f_sqrt()?);
+            update_in_place(hp, scalars, corrections, grad, slots)
+        }
+        Bias::Device { taken, keep } => {
+            // 1 − β^t with t on the device.
+            let one_minus = |beta: &Tensor| -> Result<Tensor> {
+                Ok(beta.f_pow(taken)?.f_neg()?.f_add_scalar(1.0)?)
+            };
+            let b2 = Tensor::f_scalar_tensor(hp.betas.1, (Kind::Double, taken.device()))?;
+            let bias1 = one_minus(&scalars.select(BETA1)?)?;
+            let corrections = Corrections {
+                step_size: scalars.select(NEG_LR)?.f_div(&bias1)?,
+                bias2_sqrt: one_minus(&b2)?.f_sqrt()?,
+            };
             let mut new = slots.map(Tensor::f_detach_copy)?;
-            update_in_place(hp, corrections, grad, &mut new)?;
+            update_in_place(hp, scalars, corrections, grad, &mut new)?;
             for (dst, new) in slots.all().zip(new.all()) {
                 let chosen = new.f_where_self(keep, dst)?;
                 dst.f_copy_(&chosen)?;
@@ -723,28 +961,31 @@ fn update(hp: &AdamWConfig, bias: &Bias<'_>, grad: &Tensor, slots: &mut Slots) -
     }
 }
 
-/// The bias corrections 1 − β1^t and √(1 − β2^t), as host numbers or device tensors.
-enum Corrections {
-    Host(f64, f64),
-    Device(Tensor, Tensor),
+/// The bias-corrected step size −lr / (1 − β1^t) and √(1 − β2^t), float64 0-dim tensors.
+struct Corrections {
+    step_size: Tensor,
+    bias2_sqrt: Tensor,
 }
 
 fn update_in_place(
     hp: &AdamWConfig,
+    scalars: &Row,
     corrections: Corrections,
     grad: &Tensor,
     s: &mut Slots,
 ) -> Result<()> {
-    let (b1, b2) = hp.betas;
+    let b2 = hp.betas.1;
     let l2_grad;
     let grad = if hp.l2_weight_decay {
         l2_grad = grad.f_add(&s.param.f_mul_scalar(hp.weight_decay)?)?;
         &l2_grad
     } else {
-        let _ = s.param.f_mul_scalar_(1.0 - hp.lr * hp.weight_decay)?;
+        let _ = s.param.f_mul_(&scalars.select(DECAY)?)?;
         grad
     };
-    let _ = s.exp_avg.f_lerp_(grad, 1.0 - b1)?;
+    // lerp wants its weight in the moments' kind.
+    let weight = scalars.select(LERP)?.f_to_kind(s.exp_avg.kind())?;
+    let _ = s.exp_avg.f_lerp_tensor_(grad, &weight)?;
     let _ = s.exp_avg_sq.f_mul_scalar_(b2)?;
     let _ = s
         .exp_avg_sq
@@ -757,17 +998,8 @@ fn update_in_place(
         None => s.exp_avg_sq.shallow_clone(),
     };
     let mut denom = second.f_sqrt()?;
-    let step = match corrections {
-        Corrections::Host(bias1, bias2_sqrt) => {
-            let _ = denom.f_div_scalar_(bias2_sqrt)?;
-            s.exp_avg.f_mul_scalar(-hp.lr / bias1)?
-        }
-        Corrections::Device(bias1, bias2_sqrt) => {
-            let _ = denom.f_div_(&bias2_sqrt)?;
-            s.exp_avg
-                .f_mul(&bias1.f_reciprocal()?.f_mul_scalar(-hp.lr)?)?
-        }
-    };
+    let _ = denom.f_div_(&corrections.bias2_sqrt)?;
+    let step = s.exp_avg.f_mul(&corrections.step_size)?;
     let _ = denom.f_add_scalar_(hp.eps)?;
     let _ = s.param.f_addcdiv_(&step, &denom)?;
     Ok(())
