@@ -10,6 +10,9 @@
 //!   it includes are all found; the build then sets `cfg(ono_nccl)`. The CUDA wheel alone is not
 //!   enough (see [`nccl`] for the two header sets it lacks). `ONO_DIST_NCCL=0` leaves NCCL out on
 //!   purpose. Without it, asking for NCCL is a runtime error that carries the reason found here.
+//! * `cpp/cuda_graph_shim.cpp` (CUDA graph capture through `at::cuda::CUDAGraph`) needs the same
+//!   CUDA headers and is compiled with NCCL (`cfg(ono_cuda_graphs)`); without them, capturing is
+//!   a runtime error with the same reason.
 
 #[cfg(feature = "c10d")]
 use std::env;
@@ -20,7 +23,10 @@ fn main() {
     // RUNPATH and `--no-as-needed -ltorch` for this package's tests and examples.
     ono_link::emit();
     println!("cargo::rustc-check-cfg=cfg(ono_nccl)");
+    println!("cargo::rustc-check-cfg=cfg(ono_cuda_graphs)");
     println!("cargo:rerun-if-changed=cpp/c10d_shim.cpp");
+    println!("cargo:rerun-if-changed=cpp/cuda_graph_shim.cpp");
+    println!("cargo:rerun-if-changed=cpp/guarded.hpp");
     println!("cargo:rerun-if-changed=build.rs");
     for var in [
         "GLOO_INCLUDE_DIR",
@@ -87,10 +93,14 @@ fn compile_shim() {
             for d in dirs {
                 build.include(d);
             }
+            // The CUDA graph shim needs the same CUDA headers (and libtorch_cuda).
+            build.file("cpp/cuda_graph_shim.cpp");
             println!("cargo:rustc-cfg=ono_nccl");
+            println!("cargo:rustc-cfg=ono_cuda_graphs");
         }
         Err(why) => {
             println!("cargo:rustc-env=ONO_DIST_NO_NCCL_WHY={why}");
+            println!("cargo:rustc-env=ONO_DIST_NO_CUDA_GRAPHS_WHY={why}");
         }
     }
     build.compile("ono_dist_c10d_shim");

@@ -16,6 +16,7 @@
 //   bound is torch's watchdog: a host wait per collective would sync every training step.
 
 #include <ATen/ATen.h>
+#include "guarded.hpp"
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -44,34 +45,6 @@ struct Group {
   std::chrono::milliseconds timeout;
   bool nccl;
 };
-
-// Copies `msg` into the caller's buffer, truncated and always NUL-terminated.
-void put(char* err, size_t errlen, const char* msg) {
-  if (err == nullptr || errlen == 0) {
-    return;
-  }
-  size_t n = std::strlen(msg);
-  if (n >= errlen) {
-    n = errlen - 1;
-  }
-  std::memcpy(err, msg, n);
-  err[n] = '\0';
-}
-
-// Runs `body`; on any exception writes its message and returns `fail`.
-template <typename T, typename F>
-T guarded(char* err, size_t errlen, T fail, F body) {
-  try {
-    return body();
-  } catch (const c10::Error& e) {
-    put(err, errlen, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    put(err, errlen, e.what());
-  } catch (...) {
-    put(err, errlen, "unknown C++ exception");
-  }
-  return fail;
-}
 
 std::vector<at::Tensor> tensors(const at::Tensor* const* ts, int n) {
   std::vector<at::Tensor> out;

@@ -57,6 +57,20 @@ pub enum DistError {
          under a launcher"
     )]
     C10dNotBuilt,
+    /// CUDA graph capture was asked for but this build has no CUDA graph shim, or no CUDA device.
+    #[error("CUDA graphs are unavailable: {why}")]
+    GraphsUnavailable {
+        /// Why: the build left the shim out (its build script's reason), or no device.
+        why: String,
+    },
+    /// Capturing or replaying a CUDA graph failed (torch's message).
+    #[error("CUDA graph {op} failed: {message}")]
+    Graph {
+        /// capture, replay.
+        op: &'static str,
+        /// torch's message.
+        message: String,
+    },
     /// NCCL was asked for but this build of ono-dist has no ProcessGroupNCCL.
     #[error("this build of ono-dist has no NCCL backend: {why}")]
     NcclUnavailable {

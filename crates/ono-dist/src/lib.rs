@@ -17,6 +17,9 @@
 //! * NCCL on CUDA when the build finds NCCL's and CUDA's headers (build.rs says which are
 //!   missing); otherwise [`Backend::Nccl`] is a runtime error carrying that reason.
 //!
+//! The same shim build carries CUDA graph capture ([`graph::CudaGraph`]: libtorch's
+//! `at::cuda::CUDAGraph`), which ono-train's captured training step replays.
+//!
 //! Every failure torch reports (a peer that died, a timeout, an unreachable store) arrives as a
 //! [`DistError`] with torch's message: the shim catches every C++ exception, so nothing unwinds
 //! across the FFI boundary, and every collective waits for completion bounded by the group's
@@ -24,6 +27,7 @@
 
 mod error;
 mod ffi;
+pub mod graph;
 pub mod group;
 pub mod launch;
 
