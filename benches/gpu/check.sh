@@ -38,6 +38,14 @@
 #      second (dp/summary.txt; benches/data_parallel.sh). The binary must be built with NCCL
 #      (the xtask's venv has the CUDA headers; `ono info` need not say so: a build without them
 #      fails section 8 with "this build of ono-dist has no NCCL backend").
+#   9. the training step as a CUDA graph (`graphs`, issue #47): sections 1, 2 and 5 run ours at
+#      its default, `graphs = "auto"` (each step shape captured at its second step, then
+#      replayed); this section reruns them with graphs off into graphs-off/ and puts both beside
+#      the PyTorch figures (graphs-summary.txt, benches/gpu/graphs_summary.py): every model's
+#      step at bench-compare's shapes, the other architectures' steps, the quick cells' epochs.
+#      With 7 in SECTIONS it also measures the paper plan's budget with graphs off
+#      (graphs-off/budget/budget.md, beside section 7's). Run it after 1, 2 and 5 (SECTIONS="1 2
+#      5 9"); the figures go to docs/benchmarks.md.
 set -uo pipefail
 BIN=${BIN:-.gpu}
 WHEELS=${WHEELS:-.whl}
@@ -190,4 +198,41 @@ DEVICE="$DEVICE" PROCS=1 EPOCHS="${DP_EPOCHS:-4}" TORCHRUN="$PY -m torch.distrib
     >"$OUT/dp.log" 2>&1
 echo "data_parallel exit: $?"
 cat "$OUT/dp/summary.txt" 2>/dev/null || tail -5 "$OUT/dp.log"
+fi
+
+if want 9; then
+echo "== 9. the step as a CUDA graph on $DEVICE: graphs off (sections 1, 2, 5 ran graphs auto)"
+G="$OUT/graphs-off"
+mkdir -p "$G"
+timeout "${COMPARE_S:-300}" "$BIN/xtask" bench-compare --ono "$ONO" --python "$(command -v "$PY")" \
+    --device "$DEVICE" --models ono,gnot,fno,galerkin --steps "${STEPS:-10}" --graphs off \
+    --json "$G/bench-compare.json" 2>&1 | tee "$G/bench-compare.txt"
+: >"$G/bench-step.jsonl"
+for spec in "ufno darcy darcy" "ffno darcy darcy" "lsm darcy darcy" "transolver darcy darcy" \
+    "transolver elasticity elasticity" "geofno elasticity elasticity" \
+    "ono ns2d ns2d" "ono elasticity elasticity"; do
+    set -- $spec
+    timeout 60 "$ONO" bench-step --arch "$1" --preset "$2" --shapes "$3" --steps 5 --warmup 2 \
+        --device "$DEVICE" --graphs off >>"$G/bench-step.jsonl" 2>>"$G/bench-step.err" \
+        || echo "{\"arch\": \"$1\", \"preset\": \"$2\", \"failed\": true}" >>"$G/bench-step.jsonl"
+done
+if [ -d "$OUT/train" ]; then
+    for cell in ${CELLS:-darcy/fno darcy/ufno darcy/ffno darcy/lsm darcy/transolver darcy/gnot darcy/ono elasticity/ono elasticity/transolver}; do
+        d="$OUT/train/$cell"
+        [ -f "$d/experiment.toml" ] || continue
+        mkdir -p "$G/train/$cell"
+        # Beside the cell's own file (its relative paths are the file's), writing into graphs-off/.
+        { echo 'graphs = "off"'; sed -e "s|^output_dir = .*|output_dir = \"$G/train/$cell\"|" "$d/experiment.toml"; } \
+            >"$d/experiment-graphs-off.toml"
+        (cd "$d" && timeout "${CELL_S:-120}" "$ONO" train experiment-graphs-off.toml --quiet \
+            >"$G/train/$cell/ours.log" 2>&1) || { echo "$cell: graphs off failed"; tail -n 3 "$G/train/$cell/ours.log"; }
+    done
+fi
+if want 7; then
+    timeout "${MEASURE_S:-420}" "$ONO" reproduce --profile paper --plan-only --measure --graphs off \
+        ${MEASURE_ONLY:+--only "$MEASURE_ONLY"} --device "$DEVICE" --out "$G/budget" \
+        >"$G/budget.log" 2>&1
+    echo "reproduce (graphs off) exit: $?"
+fi
+"$PY" "$REPO/benches/gpu/graphs_summary.py" "$OUT" "$G" | tee "$OUT/graphs-summary.txt"
 fi

@@ -121,6 +121,8 @@ pub struct Options {
     pub cuda: bool,
     pub mode: Mode,
     pub precision: Option<String>,
+    /// Passed to ours as `--graphs` (the step as a CUDA graph); `None`: ours' default.
+    pub graphs: Option<String>,
     pub json: Option<PathBuf>,
 }
 
@@ -136,6 +138,7 @@ pub struct RawOptions {
     pub device: String,
     pub mode: String,
     pub precision: Option<String>,
+    pub graphs: Option<String>,
     pub json: Option<PathBuf>,
 }
 
@@ -214,6 +217,12 @@ impl Options {
                 "--precision {p}: the FNO reference step has no autocast; time fno in f32"
             );
         }
+        if let Some(g) = &raw.graphs {
+            ensure!(
+                ["auto", "on", "off", "emulate"].contains(&g.as_str()),
+                "--graphs: `{g}` is not auto, on, off or emulate"
+            );
+        }
         Ok(Self {
             models,
             cases,
@@ -224,6 +233,7 @@ impl Options {
             cuda,
             mode: Mode::parse(&raw.mode)?,
             precision: raw.precision,
+            graphs: raw.graphs,
             json: raw.json,
         })
     }
@@ -269,6 +279,9 @@ impl Options {
         rest.extend(self.mode.args());
         if let Some(p) = &self.precision {
             rest.extend(["--precision".to_string(), p.clone()]);
+        }
+        if let Some(g) = &self.graphs {
+            rest.extend(["--graphs".to_string(), g.clone()]);
         }
         let mut all = vec!["bench-step".to_string()];
         all.append(&mut a);
@@ -472,6 +485,7 @@ pub fn json_report(rows: &[Row], o: &Options, machine: &Value) -> Value {
             "steps": o.steps, "warmup": o.warmup, "rounds": o.rounds, "threads": o.threads,
             "device": o.device(), "mode": format!("{:?}", o.mode).to_lowercase(),
             "precision": o.precision,
+            "graphs": o.graphs,
             "memory": if o.cuda { "nvidia-smi memory.used peak less the reading before the process" }
                       else { "peak RSS of the process (VmHWM / ru_maxrss)" },
         },
@@ -707,7 +721,8 @@ pub fn check_flags(ono_help: &str, o: &Options) -> Result<()> {
         .mode
         .flag()
         .into_iter()
-        .chain(o.precision.as_ref().map(|_| "--precision"));
+        .chain(o.precision.as_ref().map(|_| "--precision"))
+        .chain(o.graphs.as_ref().map(|_| "--graphs"));
     for flag in wanted {
         ensure!(
             ono_help.contains(flag),
@@ -793,6 +808,7 @@ mod tests {
             device: "cpu".into(),
             mode: "default".into(),
             precision: None,
+            graphs: None,
             json: None,
         }
     }

@@ -80,7 +80,7 @@ enum Cmd {
     /// Sets up, installs the PyTorch side's pinned packages into the xtask's venv if missing,
     /// builds the release `ono`, then for each (model, preset) runs `benches/pytorch/*_step.py`
     /// and `ono bench-step` with the same steps, warm-up, threads and device.
-    BenchCompare(BenchCompareArgs),
+    BenchCompare(Box<BenchCompareArgs>),
     /// Build the release measurement program `slopes` (benches/src/bin/slopes.rs) and print the
     /// log-log slopes of the linear attention kernels' time against N = 64k … 1M (B = 1, H = 8,
     /// d = 16), sizes interleaved in a shuffled order per round, the minimum over rounds: the
@@ -148,6 +148,10 @@ struct BenchCompareArgs {
     /// Passed to ours as `--precision` (PyTorch stays float32).
     #[arg(long)]
     precision: Option<String>,
+    /// Passed to ours as `--graphs`: auto (ours' default: the step captured as a CUDA graph on
+    /// CUDA), on, off or emulate.
+    #[arg(long)]
+    graphs: Option<String>,
     /// Also write every raw record and ratio to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -228,7 +232,7 @@ fn main() -> Result<()> {
             print!("{}", env.shell_exports());
             Ok(())
         }
-        Cmd::BenchCompare(a) => bench_compare(a),
+        Cmd::BenchCompare(a) => bench_compare(*a),
         Cmd::Reproduce { args } => {
             let env = setup()?;
             let mut build = cargo(&env);
@@ -374,6 +378,7 @@ fn bench_compare(a: BenchCompareArgs) -> Result<()> {
         device: a.device,
         mode: a.mode,
         precision: a.precision,
+        graphs: a.graphs,
         json: a.json,
     })?;
     if let (Some(ono), Some(python)) = (&a.ono, &a.python) {

@@ -12,7 +12,7 @@ use crate::device;
 /// Times `steps` steps of `arch`'s `preset` at the shapes of `shapes` (an ONO preset name;
 /// default: `preset` when it names one), `batch` samples per step (default: the shapes'), with
 /// `recipe`'s optimisation (default: the FNO scripts' for the FNO family, else ONO's), the
-/// products in `precision` (`f32`, `bf16`, `f16`).
+/// products in `precision` (`f32`, `bf16`, `f16`), the step as a graph under `graphs`.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     arch: &str,
@@ -27,6 +27,7 @@ pub fn run(
     recompute: ono_models::Recompute,
     overrides: Option<&str>,
     precision: &str,
+    graphs: ono_train::graphs::Graphs,
 ) -> Result<StepReport> {
     let precision: Precision = precision.parse().context("--precision")?;
     let mut config = ModelConfig::preset(arch, preset)?;
@@ -67,6 +68,7 @@ pub fn run(
         device(dev)?,
         recompute,
         precision,
+        graphs,
     )?)
 }
 

@@ -210,6 +210,7 @@ pub fn run(o: Options) -> Result<bool> {
         exe: std::env::current_exe().context("finding the ono binary")?,
         device: o.device.clone(),
         threads: o.threads,
+        graphs: None,
         machine: crate::reproduce::machine(),
         commit: crate::reproduce::commit(),
         quiet: false,

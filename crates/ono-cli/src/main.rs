@@ -173,6 +173,10 @@ enum Cmd {
         /// parameters; f16 with dynamic loss scaling).
         #[arg(long, default_value = "f32")]
         precision: String,
+        /// The step as a CUDA graph: auto (captured on CUDA), on, off, or emulate (the
+        /// graph-safe step without capture, on any device).
+        #[arg(long, default_value = "auto")]
+        graphs: ono_train::graphs::Graphs,
     },
     /// Time whole training batches of a run configuration (its data, model, regime, loss and
     /// optimizer, as `ono train` trains them) and print one JSON line: parameters, seconds per
@@ -331,6 +335,7 @@ fn dispatch(command: Cmd) -> Result<(bool, Option<Message>)> {
             recompute,
             overrides,
             precision,
+            graphs,
         } => Some(Message::StepTimes(bench::run(
             &arch,
             &preset,
@@ -344,6 +349,7 @@ fn dispatch(command: Cmd) -> Result<(bool, Option<Message>)> {
             recompute,
             overrides.as_deref(),
             &precision,
+            graphs,
         )?)),
         Cmd::BenchTrain {
             config,

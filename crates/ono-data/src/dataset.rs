@@ -81,6 +81,77 @@ pub struct Batch {
     pub functions: Vec<FunctionBatch>,
 }
 
+impl Batch {
+    /// Every tensor slot of the batch in a fixed order (pos, fx, y, query, aux, mask, theta,
+    /// then each input function's values and mask), `None` where an optional one is absent: two
+    /// batches with the same slots filled at the same shapes feed a model the same way.
+    pub fn tensors(&self) -> Vec<Option<&Tensor>> {
+        // Destructured whole, so that a field added to Batch must be listed here.
+        let Batch {
+            pos,
+            fx,
+            y,
+            query,
+            aux,
+            mask,
+            theta,
+            functions,
+        } = self;
+        let mut out = vec![
+            Some(pos),
+            Some(fx),
+            Some(y),
+            query.as_ref(),
+            aux.as_ref(),
+            mask.as_ref(),
+            theta.as_ref(),
+        ];
+        for FunctionBatch { values, mask } in functions {
+            out.push(Some(values));
+            out.push(mask.as_ref());
+        }
+        out
+    }
+
+    /// The batch with every tensor replaced by `f` of it (the same slots filled).
+    pub fn try_map<E>(
+        &self,
+        mut f: impl FnMut(&Tensor) -> std::result::Result<Tensor, E>,
+    ) -> std::result::Result<Batch, E> {
+        let Batch {
+            pos,
+            fx,
+            y,
+            query,
+            aux,
+            mask,
+            theta,
+            functions,
+        } = self;
+        let mut opt = |t: &Option<Tensor>| t.as_ref().map(&mut f).transpose();
+        let (query, aux, mask, theta) = (opt(query)?, opt(aux)?, opt(mask)?, opt(theta)?);
+        let functions = functions
+            .iter()
+            .map(|fb| {
+                Ok(FunctionBatch {
+                    values: f(&fb.values)?,
+                    mask: fb.mask.as_ref().map(&mut f).transpose()?,
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, E>>()?;
+        Ok(Batch {
+            pos: f(pos)?,
+            fx: f(fx)?,
+            y: f(y)?,
+            query,
+            aux,
+            mask,
+            theta,
+            functions,
+        })
+    }
+}
+
 /// The mask of the first `lengths[b]` of `n` rows, (B, n) bool on `device`; `None` when all
 /// rows of every sample are real.
 pub fn length_mask(lengths: &[i64], n: i64, device: Device) -> Result<Option<Tensor>> {

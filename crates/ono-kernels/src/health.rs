@@ -191,7 +191,7 @@ impl Monitor {
         match sites.0.iter_mut().find(|s| s.name == name) {
             // In place: a captured step keeps folding into the same tensor.
             Some(site) => {
-                let _ = site.first.f_copy_(&site.first.f_minimum(&candidate)?)?;
+                site.first.f_copy_(&site.first.f_minimum(&candidate)?)?;
             }
             None => sites.0.push(Site {
                 name,

@@ -135,6 +135,11 @@ impl FlatGrads {
         }
     }
 
+    /// Per group, which parameters have a gradient.
+    pub fn present(&self) -> &[Vec<bool>] {
+        &self.present
+    }
+
     /// The flat gradient tensors (what a loss scaler unscales in place).
     pub fn tensors_mut(&mut self) -> impl Iterator<Item = &mut Tensor> {
         self.grads.iter_mut().flatten()
@@ -244,10 +249,63 @@ impl Group {
         }
     }
 
+    /// The stretches a step with `present` gradients updates (see [`Group::plan`]), changing
+    /// nothing.
+    fn stretches(&self, present: &[bool], skippable: bool) -> Vec<Stretch> {
+        let all = present.iter().all(|&d| d);
+        // A skippable step where some parameter lacks a gradient makes the skip counts differ.
+        let uniform = self.skips_uniform && (all || !skippable);
+        let same_step = self.steps.windows(2).all(|w| w[0] == w[1]);
+        if all && same_step && uniform {
+            return vec![Stretch {
+                first: 0,
+                end: self.names.len(),
+                off: 0,
+                numel: self.flat.numel() as i64,
+            }];
+        }
+        // Some parameter had no gradient, or did not at an earlier step (a model with unused
+        // parameters, every step). Neighbours that have gradients and the same step count share
+        // one update over their stretch of the flat buffers (the gaps between them are zeros and
+        // stay zeros), so the cost is per stretch, not per parameter. Non-uniform skip counts
+        // are per parameter, so they update alone.
+        let merge = !skippable || uniform;
+        let mut stretches = Vec::new();
+        let mut i = 0;
+        while i < self.offsets.len() {
+            if !present[i] {
+                i += 1;
+                continue;
+            }
+            let mut j = i + 1;
+            while merge && j < self.offsets.len() && present[j] && self.steps[j] == self.steps[i] {
+                j += 1;
+            }
+            let off = self.offsets[i].0;
+            let numel = self.offsets[j - 1].0 + self.offsets[j - 1].1 - off;
+            stretches.push(Stretch {
+                first: i,
+                end: j,
+                off,
+                numel,
+            });
+            i = j;
+        }
+        stretches
+    }
+
     /// The host half of a step: the stretches its update covers, each parameter's step count
     /// moved on, and each stretch's scalars written to the device (only those that changed).
     fn plan(&mut self, present: &[bool], skippable: bool) -> Result<GroupPlan> {
+        if present.len() != self.names.len() {
+            return Err(Error::Data(format!(
+                "a step planned for {} parameters of a group of {}",
+                present.len(),
+                self.names.len()
+            )));
+        }
         let all = present.iter().all(|&d| d);
+        let stretches = self.stretches(present, skippable);
         if skippable {
             if self.skipped.is_none() {
                 let n = self.names.len() as i64;
@@ -255,47 +313,6 @@ impl Group {
             }
             if !all {
                 self.skips_uniform = false;
-            }
-        }
-        let same_step = self.steps.windows(2).all(|w| w[0] == w[1]);
-        let mut stretches = Vec::new();
-        if all && same_step && self.skips_uniform {
-            stretches.push(Stretch {
-                first: 0,
-                end: self.names.len(),
-                off: 0,
-                numel: self.flat.numel() as i64,
-            });
-        } else {
-            // Some parameter had no gradient, or did not at an earlier step (a model with
-            // unused parameters, every step). Neighbours that have gradients and the same step
-            // count share one update over their stretch of the flat buffers (the gaps between
-            // them are zeros and stay zeros), so the cost is per stretch, not per parameter.
-            // Non-uniform skip counts are per parameter, so they update alone.
-            let merge = !skippable || self.skips_uniform;
-            let mut i = 0;
-            while i < self.offsets.len() {
-                if !present[i] {
-                    i += 1;
-                    continue;
-                }
-                let mut j = i + 1;
-                while merge
-                    && j < self.offsets.len()
-                    && present[j]
-                    && self.steps[j] == self.steps[i]
-                {
-                    j += 1;
-                }
-                let off = self.offsets[i].0;
-                let numel = self.offsets[j - 1].0 + self.offsets[j - 1].1 - off;
-                stretches.push(Stretch {
-                    first: i,
-                    end: j,
-                    off,
-                    numel,
-                });
-                i = j;
             }
         }
         for (row, s) in stretches.iter().enumerate() {
@@ -420,11 +437,20 @@ struct GroupPlan {
 #[derive(Debug)]
 pub struct StepPlan {
     groups: Vec<Option<GroupPlan>>,
+    /// The parameters with gradients it was planned for.
+    present: Vec<Vec<bool>>,
 }
 
-/// The structure of a [`StepPlan`]: what a captured update depends on.
+/// The host-side counters of an [`AdamW`] ([`AdamW::host_state`]).
+#[derive(Debug, Clone)]
+pub struct HostState(Vec<(Vec<u64>, bool)>);
+
+/// The structure of a [`StepPlan`]: what a captured update depends on. Per group (`None`: no
+/// gradient), its stretches' parameter ranges and whether it may skip.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PlanShape(Vec<Option<(Vec<(usize, usize)>, bool)>>);
+pub struct PlanShape(Vec<Option<GroupShape>>);
+
+type GroupShape = (Vec<(usize, usize)>, bool);
 
 impl StepPlan {
     /// The plan's structure (its stretches and whether it may skip).
@@ -497,6 +523,13 @@ impl Scalars {
             }
         }
         Ok(())
+    }
+
+    /// Forgets what was written, so that the next writes rewrite every value.
+    fn forget(&mut self) {
+        self.written
+            .iter_mut()
+            .for_each(|r| *r = [f64::NAN; SCALARS]);
     }
 
     fn row(&self, row: usize) -> Result<Row> {
@@ -729,25 +762,75 @@ impl AdamW {
     /// moved on and the step's scalars written to the device. `skippable`: the step will be
     /// applied with a `found_inf` (float16's loss scaling).
     pub fn plan(&mut self, grads: &FlatGrads, skippable: bool) -> Result<StepPlan> {
-        if grads.grads.len() != self.groups.len() {
-            return Err(Error::Data(format!(
-                "gradients for {} groups given to an optimizer with {}",
-                grads.grads.len(),
-                self.groups.len()
-            )));
-        }
+        self.plan_for(&grads.present, skippable)
+    }
+
+    /// [`AdamW::plan`] for gradients with `present` parameters (per group, per parameter), before
+    /// they exist: what a captured step does before its replay.
+    pub fn plan_for(&mut self, present: &[Vec<bool>], skippable: bool) -> Result<StepPlan> {
+        self.check_present(present)?;
         let _guard = tch::no_grad_guard();
         let groups = self
             .groups
             .iter_mut()
-            .zip(&grads.grads)
-            .zip(&grads.present)
-            .map(|((g, grad), present)| match grad {
-                Some(_) => g.plan(present, skippable).map(Some),
-                None => Ok(None),
+            .zip(present)
+            .map(|(g, p)| match p.iter().any(|&d| d) {
+                true => g.plan(p, skippable).map(Some),
+                false => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(StepPlan { groups })
+        Ok(StepPlan {
+            groups,
+            present: present.to_vec(),
+        })
+    }
+
+    /// The [`shape`](StepPlan::shape) [`AdamW::plan_for`] would give now, changing nothing.
+    pub fn plan_shape_for(&self, present: &[Vec<bool>], skippable: bool) -> Result<PlanShape> {
+        self.check_present(present)?;
+        Ok(PlanShape(
+            self.groups
+                .iter()
+                .zip(present)
+                .map(|(g, p)| {
+                    p.iter().any(|&d| d).then(|| {
+                        let s = g.stretches(p, skippable);
+                        (s.iter().map(|s| (s.first, s.end)).collect(), skippable)
+                    })
+                })
+                .collect(),
+        ))
+    }
+
+    fn check_present(&self, present: &[Vec<bool>]) -> Result<()> {
+        if present.len() != self.groups.len() {
+            return Err(Error::Data(format!(
+                "gradients for {} groups given to an optimizer with {}",
+                present.len(),
+                self.groups.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// What [`AdamW::plan_for`] changes on the host, to undo a plan whose step did not run.
+    pub fn host_state(&self) -> HostState {
+        HostState(
+            self.groups
+                .iter()
+                .map(|g| (g.steps.clone(), g.skips_uniform))
+                .collect(),
+        )
+    }
+
+    /// Puts back a [`AdamW::host_state`]; the device scalars are written afresh by the next
+    /// plan.
+    pub fn restore_host_state(&mut self, state: HostState) {
+        for (g, (steps, uniform)) in self.groups.iter_mut().zip(state.0) {
+            g.steps = steps;
+            g.skips_uniform = uniform;
+            g.scalars.forget();
+        }
     }
 
     /// The device half of a step planned by [`AdamW::plan`] on gradients with the same
@@ -767,6 +850,13 @@ impl AdamW {
                 grads.grads.len(),
                 self.groups.len()
             )));
+        }
+        if plan.present != grads.present {
+            return Err(Error::Data(
+                "the parameters with gradients differ from those the step was planned for (a \
+                 step that is not graph-safe)"
+                    .into(),
+            ));
         }
         let _guard = tch::no_grad_guard();
         for ((g, p), grad) in self.groups.iter().zip(&plan.groups).zip(&grads.grads) {

@@ -11,7 +11,8 @@ use ono_nn::Precision;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use crate::adamw::{AdamW, AdamWConfig};
+use crate::adamw::{AdamW, AdamWConfig, StepPlan};
+use crate::graphs::{self, Engine, Graphs, Replayer};
 use crate::scaler::LossScaler;
 use crate::{loss, Error, Result};
 
@@ -139,6 +140,10 @@ pub struct StepReport {
     pub device: String,
     /// Host reads inside the steps (warm-up included): 0, a step never waits for the device.
     pub host_reads: u64,
+    /// How the steps ran as graphs (`--graphs`): captured on a CUDA device, or emulated;
+    /// absent for plain steps (and in the lines of earlier releases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<Engine>,
 }
 
 /// Times `steps` training steps of `config` (its data dimensions are set from `shapes`) after
@@ -150,7 +155,9 @@ pub struct StepReport {
 ///
 /// `recompute` selects how the model keeps activations ([`Recompute`]; `Auto` is the model's
 /// measured default). `precision` runs the model's products in that kind, as the trainer does
-/// (float16 with the loss scaler).
+/// (float16 with the loss scaler). `graphs` as a run's (`graphs.rs`): captured, the first step
+/// (a warm-up one) run plainly and the second captured, then replayed; the inputs are the same
+/// tensors at every step, so they are static already.
 #[allow(clippy::too_many_arguments)]
 pub fn bench_step(
     config: &ModelConfig,
@@ -162,6 +169,7 @@ pub fn bench_step(
     device: Device,
     recompute: Recompute,
     precision: Precision,
+    graphs: Graphs,
 ) -> Result<StepReport> {
     if steps == 0 {
         return Err(Error::config("--steps", "must be at least 1"));
@@ -225,34 +233,59 @@ pub fn bench_step(
         StepRecipe::Ono => shapes.square,
         StepRecipe::Fno => None,
     };
+    let (engine, _) = graphs::resolve(graphs, device, 1, 1)?;
+    let mut replayer = engine.map(Replayer::new);
     let mut times = Vec::with_capacity(steps);
     // The models' checks are deferred as in training, and read once after the last step.
     let monitor = health::Monitor::new();
     let mut host_reads = 0;
+    // The parameters with gradients at the first step, which every graph-safe step repeats.
+    let mut present: Option<Vec<Vec<bool>>> = None;
     for i in 0..warmup + steps {
         sync(device);
         let start = Instant::now();
-        let scale = scaler.as_ref();
-        let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
-            let loss = match square {
-                Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
-                None => loss::relative_l2(pred, &y, loss::Reduction::Sum, None)?,
-            };
-            Ok(match scale {
-                Some(s) => s.scale(&loss)?,
-                None => loss,
-            })
-        };
         let reads = host::host_reads();
         {
             let _deferred = monitor.enter(i as u64);
-            opt.zero_grad();
-            let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
-            match &mut scaler {
-                Some(s) => s.step(&mut opt, clip)?,
-                None => {
-                    let _ = opt.step(clip)?;
+            let skippable = scaler.is_some();
+            let mut body = |opt: &mut AdamW, planned: Option<StepPlan>| -> Result<Vec<Vec<bool>>> {
+                let scale = scaler.as_ref();
+                let mut loss_of = |pred: &Tensor| -> std::result::Result<Tensor, LossError> {
+                    let loss = match square {
+                        Some(s) => loss::darcy_loss(pred, &y, s, 0.1)?,
+                        None => loss::relative_l2(pred, &y, loss::Reduction::Sum, None)?,
+                    };
+                    Ok(match scale {
+                        Some(s) => s.scale(&loss)?,
+                        None => loss,
+                    })
+                };
+                opt.zero_grad();
+                let _ = model.forward_backward(&input, &mut loss_of, recompute)?;
+                let mut grads = opt.gather_grads()?;
+                let present = grads.present().to_vec();
+                let plan = match planned {
+                    Some(p) => p,
+                    None => opt.plan(&grads, skippable)?,
+                };
+                match &mut scaler {
+                    Some(s) => s.step_planned(opt, &plan, grads, clip)?,
+                    None => {
+                        if let Some(m) = clip {
+                            let _ = grads.clip_norm_(m)?;
+                        }
+                        opt.apply(&plan, &grads, None)?;
+                    }
                 }
+                Ok(present)
+            };
+            let planned = match (&replayer, &present) {
+                (Some(_), Some(p)) => Some(opt.plan_for(p, skippable)?),
+                _ => None,
+            };
+            match (planned, replayer.as_mut()) {
+                (Some(plan), Some(r)) => r.run(|| body(&mut opt, Some(plan)).map(drop))?,
+                _ => present = Some(body(&mut opt, None)?),
             }
         }
         host_reads += host::host_reads() - reads;
@@ -286,6 +319,7 @@ pub fn bench_step(
         precision,
         device: format!("{device:?}"),
         host_reads,
+        graphs: replayer.map(|r| r.engine()),
     })
 }
 

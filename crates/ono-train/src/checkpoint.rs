@@ -34,15 +34,88 @@ pub struct EpochRecord {
     pub step: u64,
     /// Mean training loss per sample over the epoch.
     pub train_loss: f64,
-    /// Mean relative L2 on the test split, when evaluated.
+    /// Mean relative L2 on the test split, when evaluated (NaN when the predictions were not
+    /// finite: written as the string "NaN", see [`nonfinite`]).
+    #[serde(with = "nonfinite::option")]
     pub test_rel_l2: Option<f64>,
     /// Per-step test errors of a time series.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "nonfinite::vec"
+    )]
     pub test_per_step: Vec<f64>,
     /// The learning rate of the epoch's last step.
     pub lr: f64,
     /// Wall-clock seconds of the epoch (training and evaluation).
     pub seconds: f64,
+}
+
+/// Test errors that are not finite (an evaluation whose predictions overflowed, as float16 can
+/// early in training): JSON has no such numbers (serde_json would write `null`, which then does
+/// not read back as a float), so they are written as the strings "NaN", "inf" and "-inf" and read
+/// back as those floats. Finite values are plain numbers, as they always were.
+pub mod nonfinite {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Number(f64),
+        Name(String),
+    }
+
+    fn repr(v: f64) -> Repr {
+        match v {
+            v if v.is_finite() => Repr::Number(v),
+            v if v.is_nan() => Repr::Name("NaN".into()),
+            v if v > 0.0 => Repr::Name("inf".into()),
+            _ => Repr::Name("-inf".into()),
+        }
+    }
+
+    fn value<E: serde::de::Error>(r: Repr) -> Result<f64, E> {
+        match r {
+            Repr::Number(v) => Ok(v),
+            Repr::Name(s) => match s.as_str() {
+                "NaN" => Ok(f64::NAN),
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                _ => Err(E::custom(format!(
+                    "{s:?} is not a number, NaN, inf or -inf"
+                ))),
+            },
+        }
+    }
+
+    /// For `Option<f64>` fields.
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+            v.map(repr).serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+            Option::<Repr>::deserialize(d)?.map(value).transpose()
+        }
+    }
+
+    /// For `Vec<f64>` fields.
+    pub mod vec {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(v.iter().map(|&x| repr(x)))
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+            Vec::<Repr>::deserialize(d)?
+                .into_iter()
+                .map(value)
+                .collect()
+        }
+    }
 }
 
 /// Everything besides tensors that a resumed run needs.
@@ -234,4 +307,45 @@ pub fn migrate(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod nonfinite_tests {
+    use super::EpochRecord;
+
+    /// A record with NaN and infinite test errors reads back as it was written; finite errors
+    /// are written as plain numbers, so older records read unchanged.
+    #[test]
+    fn non_finite_test_errors_round_trip_through_json() {
+        let r = EpochRecord {
+            epoch: 0,
+            step: 2,
+            train_loss: 0.5,
+            test_rel_l2: Some(f64::NAN),
+            test_per_step: vec![0.25, f64::INFINITY, f64::NEG_INFINITY, f64::NAN],
+            lr: 1e-3,
+            seconds: 1.0,
+        };
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(text.contains(r#""test_rel_l2":"NaN""#), "{text}");
+        assert!(text.contains(r#"[0.25,"inf","-inf","NaN"]"#), "{text}");
+        let back: EpochRecord = serde_json::from_str(&text).unwrap();
+        assert!(back.test_rel_l2.unwrap().is_nan());
+        assert_eq!(back.test_per_step[..3], r.test_per_step[..3]);
+        assert!(back.test_per_step[3].is_nan());
+        let old =
+            r#"{"epoch":1,"step":4,"train_loss":0.5,"test_rel_l2":0.125,"lr":0.001,"seconds":2.0}"#;
+        let read: EpochRecord = serde_json::from_str(old).unwrap();
+        assert_eq!(read.test_rel_l2, Some(0.125));
+        assert_eq!(serde_json::to_string(&read).unwrap(), old);
+        let none =
+            r#"{"epoch":1,"step":4,"train_loss":0.5,"test_rel_l2":null,"lr":0.001,"seconds":2.0}"#;
+        assert_eq!(
+            serde_json::from_str::<EpochRecord>(none)
+                .unwrap()
+                .test_rel_l2,
+            None
+        );
+        assert!(serde_json::from_str::<EpochRecord>(&none.replace("null", "\"big\"")).is_err());
+    }
 }

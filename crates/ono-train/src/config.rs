@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use tch::Device;
 
 use crate::adamw::AdamWConfig;
+pub use crate::graphs::Graphs;
 use crate::one_cycle::{Anneal, OneCycleConfig};
 use crate::{Error, Result};
 
@@ -72,6 +73,12 @@ pub struct TrainConfig {
     /// none and auto need the steady regime; auto is plain in the other regimes.
     #[serde(default, skip_serializing_if = "is_auto")]
     pub recompute: Recompute,
+    /// The training step as a CUDA graph (`graphs.rs`): `auto` (captured on CUDA where the step
+    /// is graph-safe, else plain steps, the reason said), `on` (captured, or the run refused),
+    /// `off`, `emulate` (the graph-safe step without capture, on any device). How a run goes,
+    /// not what it computes: left out of the fingerprint, and of the serialized form when `auto`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub graphs: Graphs,
     /// Where checkpoints, metrics and figures go (relative paths: to the config file).
     pub output_dir: PathBuf,
     /// The model.
@@ -811,6 +818,7 @@ impl TrainConfig {
     pub fn fingerprint(&self) -> Fingerprint {
         Fingerprint(TrainConfig {
             accumulate_steps: one(),
+            graphs: Graphs::Auto,
             parallel: Parallelism::Data,
             device: default_device(),
             threads: 0,
@@ -825,8 +833,9 @@ impl TrainConfig {
 /// The keys of a [`TrainConfig`] that say how and where a run goes, not what it computes: a
 /// resumed run may change them, and its [`Fingerprint`] leaves them out. (How many processes
 /// share a step is checked apart, from the checkpoint's micro-batches.)
-const RUN_KEYS: [&str; 7] = [
+const RUN_KEYS: [&str; 8] = [
     "accumulate_steps",
+    "graphs",
     "parallel",
     "device",
     "threads",

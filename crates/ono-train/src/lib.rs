@@ -9,6 +9,7 @@
 //!   epoch and the end of an epoch), `regime.rs` (how samples are fed: steady, autoregressive,
 //!   per time step; the one place a regime is dispatched on), `loss.rs` (the loss and what it is
 //!   taken on), `step.rs` (one optimizer step over its micro-batches), `adamw.rs`,
+//!   `graphs.rs` (the step as a CUDA graph, and the discipline that makes it graph-safe),
 //!   `one_cycle.rs`, `clip.rs`, `scaler.rs` (float16's dynamic loss scaling), `parallel.rs`
 //!   (what the processes of a data-parallel run exchange), `normalizers.rs` (the run's
 //!   normalizers as one object), `decoder.rs` (a model with its output normalizer);
@@ -29,6 +30,7 @@ pub mod data_source;
 pub mod decoder;
 mod error;
 pub mod evaluate;
+pub mod graphs;
 pub mod handoff;
 pub mod loss;
 pub mod normalizers;

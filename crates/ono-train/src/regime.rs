@@ -88,22 +88,24 @@ struct Steady;
 
 impl RegimeOps for Steady {
     fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
-        runner.begin_step()?;
-        for m in &step.micros {
-            let batch = &m.batch;
-            let b = batch.fx.size()[0];
-            let target = Target {
-                y: &batch.y,
-                aux: batch.aux.as_ref(),
-                mask: batch.mask.as_ref(),
-            };
-            let grid = runner.grid;
-            runner.begin_micro(m, 0);
-            Points::of(batch).with_input(grid, None, |input| {
-                runner.accumulate(input, &target, m.weight, b, 1)
-            })?;
-        }
-        runner.finish_step()
+        runner.optimizer_step(step, &[], 0, &mut |runner, step, _| {
+            runner.begin_step()?;
+            for m in &step.micros {
+                let batch = &m.batch;
+                let b = batch.fx.size()[0];
+                let target = Target {
+                    y: &batch.y,
+                    aux: batch.aux.as_ref(),
+                    mask: batch.mask.as_ref(),
+                };
+                let grid = runner.grid;
+                runner.begin_micro(m, 0);
+                Points::of(batch).with_input(grid, None, |input| {
+                    runner.accumulate(input, &target, m.weight, b, 1)
+                })?;
+            }
+            runner.finish_step()
+        })
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, _steps: i64) -> Result<Tensor> {
@@ -125,26 +127,28 @@ struct Autoregressive;
 
 impl RegimeOps for Autoregressive {
     fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
-        runner.begin_step()?;
-        for m in &step.micros {
-            let batch = &m.batch;
-            runner.begin_micro(m, 0);
-            let d = runner.decoder();
-            let teacher = runner.teacher_forcing;
-            let mut losses = FrameLosses::new(runner.loss.rollout);
-            rollout(
-                d,
-                &batch.pos,
-                &batch.fx,
-                runner.time_steps,
-                Some((&batch.y, teacher, &mut losses)),
-                true,
-            )?;
-            let (optimized, reported) = losses.finish()?;
-            let b = batch.fx.size()[0];
-            runner.accumulate_sum(optimized, reported, b, m.weight)?;
-        }
-        runner.finish_step()
+        runner.optimizer_step(step, &[], 0, &mut |runner, step, _| {
+            runner.begin_step()?;
+            for m in &step.micros {
+                let batch = &m.batch;
+                runner.begin_micro(m, 0);
+                let d = runner.decoder();
+                let teacher = runner.teacher_forcing;
+                let mut losses = FrameLosses::new(runner.loss.rollout);
+                rollout(
+                    d,
+                    &batch.pos,
+                    &batch.fx,
+                    runner.time_steps,
+                    Some((&batch.y, teacher, &mut losses)),
+                    true,
+                )?;
+                let (optimized, reported) = losses.finish()?;
+                let b = batch.fx.size()[0];
+                runner.accumulate_sum(optimized, reported, b, m.weight)?;
+            }
+            runner.finish_step()
+        })
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {
@@ -186,30 +190,37 @@ impl RegimeOps for PerTimeStep {
         let perms = Tensor::from_slice(&perms)
             .f_view([n, t])?
             .f_to_device(device)?;
-        // The first t of the time values evaluation uses, so that a step means the same time
-        // when training sees only the first steps (data.train_steps).
-        let times =
-            time_grid(runner.time_axis.max(t), first.batch.fx.kind(), device)?.f_narrow(0, 0, t)?;
+        let kind = first.batch.fx.kind();
         for k in 0..t {
-            runner.begin_step()?;
-            for m in &step.micros {
-                let batch = &m.batch;
-                let b = batch.fx.size()[0];
-                let (n, c) = (batch.y.size()[1], batch.y.size()[2]);
-                let tk = perms.f_narrow(0, m.first, b)?.f_select(1, k)?;
-                let t_in = times.f_index_select(0, &tk)?.f_reshape([b, 1])?;
-                let gather = tk.f_view([b, 1, 1, 1])?.f_expand([b, n, c, 1], false)?;
-                let target = batch.y.f_gather(3, &gather, false)?.f_squeeze_dim(3)?;
-                let input = ModelInput::new(&batch.pos, &batch.fx)
-                    .with_time(Some(&t_in))
-                    .with_grid(runner.grid);
-                // Reported per sample and time step; the first step of a batch counts its
-                // samples.
-                let target = Target::plain(&target);
-                runner.begin_micro(m, k as u64);
-                runner.accumulate(&input, &target, m.weight, if k == 0 { b } else { 0 }, t)?;
-            }
-            runner.finish_step()?;
+            // Each sample's time step is the step's input (its graph reads it); whether the
+            // samples are counted (at the first time step) is host code: a variant.
+            let ks = perms.f_select(1, k)?;
+            let counted = k == 0;
+            runner.optimizer_step(step, &[ks], u64::from(counted), &mut |runner, step, ks| {
+                // The first t of the time values evaluation uses, so that a step means the same
+                // time when training sees only the first steps (data.train_steps).
+                let times = time_grid(runner.time_axis.max(t), kind, device)?.f_narrow(0, 0, t)?;
+                runner.begin_step()?;
+                for m in &step.micros {
+                    let batch = &m.batch;
+                    let b = batch.fx.size()[0];
+                    let (n, c) = (batch.y.size()[1], batch.y.size()[2]);
+                    let tk = ks[0].f_narrow(0, m.first, b)?;
+                    let t_in = times.f_index_select(0, &tk)?.f_reshape([b, 1])?;
+                    let gather = tk.f_view([b, 1, 1, 1])?.f_expand([b, n, c, 1], false)?;
+                    let target = batch.y.f_gather(3, &gather, false)?.f_squeeze_dim(3)?;
+                    let input = ModelInput::new(&batch.pos, &batch.fx)
+                        .with_time(Some(&t_in))
+                        .with_grid(runner.grid);
+                    // Reported per sample and time step; the first step of a batch counts its
+                    // samples.
+                    let target = Target::plain(&target);
+                    runner.begin_micro(m, k as u64);
+                    let new = if counted { b } else { 0 };
+                    runner.accumulate(&input, &target, m.weight, new, t)?;
+                }
+                runner.finish_step()
+            })?;
         }
         Ok(())
     }
@@ -280,18 +291,20 @@ fn from_space_time(out: &Tensor, steps: i64) -> Result<Tensor> {
 
 impl RegimeOps for SpaceTime {
     fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
-        runner.begin_step()?;
-        for m in &step.micros {
-            let batch = &m.batch;
-            let steps = runner.time_steps;
-            let (pos, fx, grid) = space_time(&batch.pos, &batch.fx, steps, runner.grid)?;
-            let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
-            let b = batch.fx.size()[0];
-            let layout = move |out: &Tensor| from_space_time(out, steps);
-            runner.begin_micro(m, 0);
-            runner.accumulate_as(&input, &Target::plain(&batch.y), m.weight, b, 1, &layout)?;
-        }
-        runner.finish_step()
+        runner.optimizer_step(step, &[], 0, &mut |runner, step, _| {
+            runner.begin_step()?;
+            for m in &step.micros {
+                let batch = &m.batch;
+                let steps = runner.time_steps;
+                let (pos, fx, grid) = space_time(&batch.pos, &batch.fx, steps, runner.grid)?;
+                let input = ModelInput::new(&pos, &fx).with_grid(Some(&grid));
+                let b = batch.fx.size()[0];
+                let layout = move |out: &Tensor| from_space_time(out, steps);
+                runner.begin_micro(m, 0);
+                runner.accumulate_as(&input, &Target::plain(&batch.y), m.weight, b, 1, &layout)?;
+            }
+            runner.finish_step()
+        })
     }
 
     fn predict(&self, d: Decoder<'_>, points: &Points<'_>, steps: i64) -> Result<Tensor> {

@@ -47,6 +47,7 @@ impl RunSpec {
     pub fn resolve(config: TrainConfig) -> Result<Self> {
         config.validate()?;
         let device = config.device()?;
+        crate::graphs::check_config(config.graphs, device, config.accumulate_steps)?;
         // Before the data are read: their preparation runs torch reductions, whose order follows
         // the thread count.
         if config.threads > 0 {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use tch::{Device, Kind, Tensor};
 
-use crate::adamw::{AdamW, FlatGrads};
+use crate::adamw::{AdamW, FlatGrads, StepPlan};
 use crate::{Error, Result};
 
 /// GradScaler's initial scale, 2¹⁶.
@@ -68,6 +68,19 @@ impl LossScaler {
     pub fn step_with(
         &mut self,
         opt: &mut AdamW,
+        grads: FlatGrads,
+        max_grad_norm: Option<f64>,
+    ) -> Result<()> {
+        let plan = opt.plan(&grads, true)?;
+        self.step_planned(opt, &plan, grads, max_grad_norm)
+    }
+
+    /// [`LossScaler::step_with`] with the optimizer's host half done ([`AdamW::plan`], which a
+    /// captured step makes before its replay): nothing here reads or writes the host.
+    pub fn step_planned(
+        &mut self,
+        opt: &AdamW,
+        plan: &StepPlan,
         mut grads: FlatGrads,
         max_grad_norm: Option<f64>,
     ) -> Result<()> {
@@ -80,7 +93,7 @@ impl LossScaler {
             // A non-finite norm makes the clipped gradients NaN; the step is skipped anyway.
             let _ = grads.clip_norm_(m)?;
         }
-        opt.step_unless(&grads, &self.found_inf)?;
+        opt.apply(plan, &grads, Some(&self.found_inf))?;
         let _ = self.scale.f_internal_amp_update_scale_(
             &self.growth_tracker,
             &self.found_inf,

@@ -10,9 +10,10 @@ use ono_kernels::ema;
 use ono_models::{LossError, Model, ModelInput};
 use tch::Tensor;
 
-use crate::adamw::AdamW;
+use crate::adamw::{AdamW, PlanShape, StepPlan};
 use crate::config::{LossKind, ReductionName};
 use crate::decoder::Decoder;
+use crate::graphs::{StepBody, StepGraphs};
 use crate::loss::{LossSpec, Target};
 use crate::parallel::DataParallel;
 use crate::scaler::LossScaler;
@@ -105,6 +106,15 @@ pub(crate) struct StepRunner<'a> {
     /// `pending`'s length when the step began (a data-parallel step merges its losses).
     pub step_start: usize,
     pub pending: &'a mut Vec<PendingLoss>,
+    /// The run's graphs (`graphs` on or emulated): [`optimizer_step`](Self::optimizer_step)
+    /// runs its body through them.
+    pub graphs: Option<&'a mut StepGraphs>,
+    /// The optimizer's host half of this step, made before it (a captured step's): finish_step
+    /// applies it instead of planning.
+    pub planned: Option<StepPlan>,
+    /// The parameters with gradients and the plan's shape of the last finished step (what the
+    /// graphs record).
+    pub last_plan: Option<(Vec<Vec<bool>>, PlanShape)>,
 }
 
 impl StepRunner<'_> {
@@ -113,6 +123,29 @@ impl StepRunner<'_> {
             model: self.model,
             y_norm: self.y_norm,
             grid: self.grid,
+        }
+    }
+
+    /// One optimizer step of `batch` (and the regime's `extras`, tensors the step reads) through
+    /// `body`, which begins the step, trains its micro-batches and finishes it: plainly, or
+    /// through the run's graphs (`graphs.rs`). `variant` tells apart steps of the same shapes
+    /// whose host code differs (the per-time-step regime's first time step counts its samples).
+    /// Everything `body` reads that changes from step to step must come from `batch`, `extras` or
+    /// the runner's device state, not from the caller's host values.
+    pub fn optimizer_step(
+        &mut self,
+        batch: &StepBatch,
+        extras: &[Tensor],
+        variant: u64,
+        body: &mut StepBody<'_>,
+    ) -> Result<()> {
+        match self.graphs.take() {
+            None => body(self, batch, extras),
+            Some(g) => {
+                let r = g.run(self, batch, extras, variant, body);
+                self.graphs = Some(g);
+                r
+            }
         }
     }
 
@@ -258,13 +291,18 @@ impl StepRunner<'_> {
                 self.forwards,
             )?;
         }
+        let plan = match self.planned.take() {
+            Some(p) => p,
+            None => self.opt.plan(&grads, self.scaler.is_some())?,
+        };
+        self.last_plan = Some((grads.present().to_vec(), plan.shape()));
         match self.scaler.as_deref_mut() {
-            Some(s) => s.step_with(self.opt, grads, self.clip),
+            Some(s) => s.step_planned(self.opt, &plan, grads, self.clip),
             None => {
                 if let Some(m) = self.clip {
                     let _ = grads.clip_norm_(m)?;
                 }
-                self.opt.step_with(&grads)
+                self.opt.apply(&plan, &grads, None)
             }
         }
     }

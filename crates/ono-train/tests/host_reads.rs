@@ -12,6 +12,7 @@ use ono_models::ono::OnoPreset;
 use ono_models::ModelConfig;
 use ono_train::bench_step::{bench_step, StepRecipe, StepShapes};
 use ono_train::config::TrainConfig;
+use ono_train::graphs::{Engine, Graphs};
 use ono_train::progress::Progress;
 use ono_train::{Error, HostReads, RunSpec, Trainer};
 use tch::Device;
@@ -147,22 +148,28 @@ fn bench_step_reads_nothing_inside_its_steps() {
         ono_models::Recompute::Blocks,
         ono_models::Recompute::Selective,
     ] {
-        let mut shapes = StepShapes::of(OnoPreset::Elasticity);
-        shapes.batch = 2;
-        let r = bench_step(
-            &config,
-            "elasticity",
-            shapes,
-            StepRecipe::Ono,
-            2,
-            1,
-            Device::Cpu,
-            recompute,
-            ono_nn::Precision::F32,
-        )
-        .unwrap();
-        assert_eq!(r.host_reads, 0, "recompute {recompute:?}");
-        assert!(r.min_s > 0.0);
+        // Plain steps, and graph-safe ones (emulated: the plan made before each step).
+        for graphs in [Graphs::Off, Graphs::Emulate] {
+            let mut shapes = StepShapes::of(OnoPreset::Elasticity);
+            shapes.batch = 2;
+            let r = bench_step(
+                &config,
+                "elasticity",
+                shapes,
+                StepRecipe::Ono,
+                2,
+                1,
+                Device::Cpu,
+                recompute,
+                ono_nn::Precision::F32,
+                graphs,
+            )
+            .unwrap();
+            assert_eq!(r.host_reads, 0, "recompute {recompute:?}, graphs {graphs}");
+            assert!(r.min_s > 0.0);
+            let engine = (graphs == Graphs::Emulate).then_some(Engine::Emulated);
+            assert_eq!(r.graphs, engine);
+        }
     }
 }
 

@@ -263,6 +263,7 @@ fn every_architecture_runs_in_bf16_and_f16() {
                 Device::Cpu,
                 ono_models::Recompute::Auto,
                 p,
+                ono_train::graphs::Graphs::Off,
             )
             .unwrap_or_else(|e| panic!("{arch} {p}: {e}"));
             assert!(r.median_s.is_finite() && r.precision == p);

@@ -560,12 +560,16 @@ pub fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 
 type Fill = Box<dyn FnOnce(&mut Outcome)>;
 
-/// The experiment as this call runs it: the plan's, on the call's device and threads.
+/// The experiment as this call runs it: the plan's, on the call's device and threads, with the
+/// call's graphs.
 pub fn as_run(config: &TrainConfig, ctx: &RunContext) -> TrainConfig {
     let mut cfg = config.clone();
     cfg.device = ctx.device.clone();
     if let Some(n) = ctx.threads {
         cfg.threads = n;
+    }
+    if let Some(g) = ctx.graphs {
+        cfg.graphs = g;
     }
     cfg
 }

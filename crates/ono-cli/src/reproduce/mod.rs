@@ -58,6 +58,10 @@ pub struct Options {
     /// Torch intra-op threads (default: libtorch's).
     #[arg(long)]
     pub threads: Option<i32>,
+    /// Every experiment's step as a CUDA graph: auto (the experiments' default: captured on
+    /// CUDA), on, off, or emulate (`graphs` of an experiment file).
+    #[arg(long)]
+    pub graphs: Option<ono_train::graphs::Graphs>,
     /// Write plan.md and each experiment's file, run nothing.
     #[arg(long)]
     pub plan_only: bool,
@@ -153,6 +157,8 @@ pub struct RunContext {
     pub exe: PathBuf,
     pub device: String,
     pub threads: Option<i32>,
+    /// `--graphs`, set in every experiment this call runs.
+    pub graphs: Option<ono_train::graphs::Graphs>,
     pub machine: String,
     pub commit: String,
     pub quiet: bool,
@@ -178,6 +184,7 @@ impl RunContext {
             exe: Default::default(),
             device: "cpu".into(),
             threads: None,
+            graphs: None,
             machine: String::new(),
             commit: String::new(),
             quiet: true,
@@ -345,6 +352,7 @@ fn context(o: &Options, paper: papers::Paper) -> Result<RunContext> {
         exe: std::env::current_exe().context("finding the ono binary")?,
         device: o.device.clone(),
         threads: o.threads,
+        graphs: o.graphs,
         machine: machine(),
         commit: commit(),
         quiet: false,

@@ -108,6 +108,9 @@ impl Trainer {
                     });
                 }
             };
+            if let Some(news) = self.graphs.as_mut().and_then(|g| g.take_news()) {
+                progress.println(&news);
+            }
             self.state.batch_in_epoch += 1;
             self.state.global_step += 1;
             let step = self.state.global_step;
@@ -167,7 +170,8 @@ impl Trainer {
         ));
         let improved = match (record.test_rel_l2, self.state.best) {
             (Some(e), Some((_, b))) => e < b,
-            (Some(_), None) => true,
+            // A NaN error is no best epoch (and a best error is always a number).
+            (Some(e), None) => !e.is_nan(),
             _ => false,
         };
         if improved {

@@ -31,6 +31,7 @@ use tch::{Device, Kind, Tensor};
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::config::{BatchOrder, ReductionName, TrainConfig};
+use crate::graphs::StepGraphs;
 use crate::loss::LossSpec;
 use crate::loss::RolloutErrors;
 use crate::normalizers::Normalizers;
@@ -133,6 +134,8 @@ pub struct Trainer {
     pub(crate) point_norms: Option<(Normalizers, Normalizers)>,
     /// Said once when the run starts (how a resumed run keeps its micro-batches).
     notes: Vec<String>,
+    /// The step's graphs (`graphs`), when the run captures or emulates them.
+    pub(crate) graphs: Option<StepGraphs>,
 }
 
 impl Trainer {
@@ -196,6 +199,12 @@ impl Trainer {
     /// keeps plotting and its font out of this crate.
     pub fn set_observer(&mut self, observer: impl EpochObserver + 'static) {
         self.observer = Some(Box::new(observer));
+    }
+
+    /// What the step's graphs did so far (`None`: plain steps, `graphs` off or not resolved to
+    /// an engine).
+    pub fn graph_stats(&self) -> Option<crate::graphs::GraphStats> {
+        self.graphs.as_ref().map(StepGraphs::stats)
     }
 
     /// The host reads of the run so far, inside the steps and at the checks.
@@ -366,6 +375,9 @@ impl Trainer {
             capture: None,
             step_start: 0,
             pending: &mut self.pending,
+            graphs: self.graphs.as_mut(),
+            planned: None,
+            last_plan: None,
         };
         let regime = self.regime;
         match points {

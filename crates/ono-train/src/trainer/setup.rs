@@ -15,6 +15,7 @@ use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::config::{Fingerprint, Parallelism, ScheduleKind, TrainConfig};
 use crate::evaluate::normalized;
+use crate::graphs::{self, Graphs, StepGraphs};
 use crate::normalizers::Normalizers;
 use crate::one_cycle::OneCycle;
 use crate::parallel::{self, DataParallel};
@@ -100,6 +101,10 @@ impl Trainer {
                     .into(),
             );
         }
+        let processes = parallel.as_ref().map_or(1, DataParallel::world);
+        let (engine, said) = graphs::resolve(cfg.graphs, device, processes, micro_batches)?;
+        notes.extend(said);
+        let graphs = engine.map(|e| StepGraphs::new(e, cfg.graphs == Graphs::Auto));
         let steps_per_epoch = (train.len() as u64).div_ceil(cfg.batch_size as u64);
         let schedule = schedule(&cfg, cfg.epochs * steps_per_epoch)?;
 
@@ -174,6 +179,7 @@ impl Trainer {
             parallel,
             point_norms,
             notes,
+            graphs,
         })
     }
 }
