@@ -78,14 +78,17 @@ pub struct GeoSpectralConv {
 /// The wavenumbers of `m` modes: `[0 … m−1, −m … −1]` for the first axis (`full = true`, 2m
 /// values), `[0 … m−1]` for the second axis's retained half, and `[0 … m−1, −(m−1) … −1]` for
 /// its conjugate-extended form (2m − 1 values).
+///
+/// Made on the device (small integers, exact in any float kind): an upload per forward would
+/// wait for the queued work, and cannot be captured in a CUDA graph.
 fn wavenumbers(m: i64, first_axis: bool, extended: bool, kind: Kind, device: Device) -> Tensor {
-    let mut k: Vec<f64> = (0..m).map(|i| i as f64).collect();
-    if first_axis {
-        k.extend((-m..0).map(|i| i as f64));
-    } else if extended {
-        k.extend((-(m - 1)..0).map(|i| i as f64));
-    }
-    Tensor::from_slice(&k).to_kind(kind).to_device(device)
+    let head = Tensor::arange(m, (kind, device));
+    let from = match (first_axis, extended) {
+        (true, _) => -m,
+        (false, true) => -(m - 1),
+        (false, false) => return head,
+    };
+    Tensor::cat(&[head, Tensor::arange_start(from, 0, (kind, device))], 0)
 }
 
 fn complex_of(kind: Kind) -> Kind {

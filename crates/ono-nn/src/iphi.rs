@@ -82,12 +82,17 @@ impl Iphi {
 
     /// The NeRF frequencies B_k = π·2^k: π rounded to the parameters' precision times an exact
     /// power of two (the reference's `np.pi * torch.pow(2, arange(float32))`).
+    ///
+    /// Made on the device: 2^k doubles exactly from 1 (a cumulative product of twos), and an
+    /// upload per forward would wait for the queued work and cannot be captured in a CUDA graph.
     fn frequencies(&self, kind: Kind, device: tch::Device) -> Result<Tensor> {
-        let powers: Vec<f64> = (0..self.width / 4).map(|k| 2f64.powi(k as i32)).collect();
-        Ok(Tensor::from_slice(&powers)
-            .f_to_kind(kind)?
-            .f_to_device(device)?
-            .f_mul_scalar(std::f64::consts::PI)?)
+        let n = self.width / 4;
+        let twos = Tensor::f_full([n], 2.0, (kind, device))?.f_index_fill(
+            0,
+            &Tensor::f_zeros([1], (Kind::Int64, device))?,
+            1.0,
+        )?;
+        Ok(twos.f_cumprod(0, kind)?.f_mul_scalar(std::f64::consts::PI)?)
     }
 
     /// ξ = IPHI(x, code).
