@@ -105,6 +105,10 @@ enum Cmd {
         /// of every sample's points, as a `parallel = "points"` run trains; rank 0 writes.
         #[arg(long)]
         split_points: bool,
+        /// Forward passes as CUDA graphs: auto (captured on CUDA: each batch shape's second
+        /// forward captured, later ones replayed), on, off, or emulate.
+        #[arg(long, default_value = "auto")]
+        graphs: ono_train::graphs::Graphs,
     },
     /// Make datasets and inspect benchmark files.
     #[command(subcommand)]
@@ -288,6 +292,7 @@ fn dispatch(command: Cmd) -> Result<(bool, Option<Message>)> {
             format,
             split,
             split_points,
+            graphs,
         } => {
             predict::run(
                 checkpoint,
@@ -299,6 +304,7 @@ fn dispatch(command: Cmd) -> Result<(bool, Option<Message>)> {
                 format,
                 split,
                 split_points,
+                graphs,
             )?;
             None
         }

@@ -33,14 +33,22 @@ pub fn run(
     format: Format,
     split: SplitChoice,
     split_points: bool,
+    graphs: ono_train::graphs::Graphs,
 ) -> Result<()> {
     let dev = device(dev)?;
+    let load = |checkpoint: &PathBuf| -> Result<_> {
+        let (mut p, state) = Predictor::from_checkpoint(checkpoint, dev)?;
+        if let Some(note) = p.set_graphs(graphs)? {
+            eprintln!("{note}");
+        }
+        Ok((p, state))
+    };
     if split_points {
         return on_split_points(&checkpoint, &input, &output, dev, format);
     }
     // A dataset of `ono data import` carries how to put each sample back on its mesh.
     if let Ok(Some(manifest)) = ono_data::import::read_manifest(&input) {
-        let (p, state) = Predictor::from_checkpoint(&checkpoint, dev)?;
+        let (p, state) = load(&checkpoint)?;
         // No more samples per forward pass than in training: a model trained a sample at a
         // time (no padding mask) predicts so too.
         let trained = (state.config.batch_size.max(1) as u64).div_ceil(state.micro_batches.max(1));
@@ -62,7 +70,7 @@ pub fn run(
         "--format vtu: {} is not a dataset of `ono data import`, so it has no meshes to write on",
         input.display()
     );
-    let (p, _) = Predictor::from_checkpoint(&checkpoint, dev)?;
+    let (p, _) = load(&checkpoint)?;
     let named = InputFile::read(&input)?;
     let get = |k: &str| {
         named

@@ -113,6 +113,45 @@ impl Batch {
         out
     }
 
+    /// The batch whose [`tensors`](Self::tensors) are `slots` (its inverse): seven slots, then
+    /// two per input function.
+    pub fn from_tensors(slots: Vec<Option<Tensor>>) -> Result<Batch> {
+        if slots.len() < 7 || !(slots.len() - 7).is_multiple_of(2) {
+            return Err(Error::Invalid(format!(
+                "a batch has 7 tensor slots and 2 per input function, not {}",
+                slots.len()
+            )));
+        }
+        let mut it = slots.into_iter();
+        let mut required = |name: &str| {
+            it.next()
+                .flatten()
+                .ok_or_else(|| Error::Invalid(format!("a batch needs its {name}")))
+        };
+        let (pos, fx, y) = (required("pos")?, required("fx")?, required("y")?);
+        let mut next = || it.next().flatten();
+        let (query, aux, mask, theta) = (next(), next(), next(), next());
+        let mut functions = Vec::new();
+        while let Some(values) = it.next() {
+            let values = values
+                .ok_or_else(|| Error::Invalid("an input function needs its values".into()))?;
+            functions.push(FunctionBatch {
+                values,
+                mask: it.next().flatten(),
+            });
+        }
+        Ok(Batch {
+            pos,
+            fx,
+            y,
+            query,
+            aux,
+            mask,
+            theta,
+            functions,
+        })
+    }
+
     /// The batch with every tensor replaced by `f` of it (the same slots filled).
     pub fn try_map<E>(
         &self,
@@ -936,6 +975,57 @@ fn interpolation_matrix(from: &Tensor, to: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch's slots come back as the batch (optional ones and input functions included);
+    /// a wrong number of slots or a missing required one is an error, not a panic.
+    #[test]
+    fn a_batch_round_trips_through_its_slots() {
+        let t = |v: f64| Tensor::from_slice(&[v]);
+        let b = Batch {
+            pos: t(1.0),
+            fx: t(2.0),
+            y: t(3.0),
+            query: None,
+            aux: Some(t(4.0)),
+            mask: None,
+            theta: Some(t(5.0)),
+            functions: vec![
+                FunctionBatch {
+                    values: t(6.0),
+                    mask: Some(t(7.0)),
+                },
+                FunctionBatch {
+                    values: t(8.0),
+                    mask: None,
+                },
+            ],
+        };
+        let slots: Vec<Option<Tensor>> = b
+            .tensors()
+            .into_iter()
+            .map(|o| o.map(Tensor::shallow_clone))
+            .collect();
+        assert_eq!(slots.len(), 11);
+        let back = Batch::from_tensors(slots).unwrap();
+        let values = |b: &Batch| -> Vec<Option<f64>> {
+            b.tensors()
+                .into_iter()
+                .map(|o| o.map(|x| x.double_value(&[0])))
+                .collect()
+        };
+        assert_eq!(values(&back), values(&b));
+        let doubled = b.try_map(|x| x.f_mul_scalar(2.0)).unwrap();
+        assert_eq!(values(&doubled)[9], Some(16.0));
+        assert_eq!(values(&doubled)[10], None);
+        assert_eq!(values(&doubled)[3], None);
+        assert!(Batch::from_tensors((0..8).map(|_| Some(t(1.0))).collect()).is_err());
+        let mut missing: Vec<Option<Tensor>> = (0..7).map(|_| Some(t(0.0))).collect();
+        missing[2] = None;
+        assert!(Batch::from_tensors(missing)
+            .unwrap_err()
+            .to_string()
+            .contains("y"));
+    }
 
     /// Shares are contiguous, cover every point once, differ by at most one (the longer
     /// first), and may be empty; a split's share holds exactly those rows, its lengths clamped.

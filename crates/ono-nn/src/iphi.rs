@@ -92,7 +92,9 @@ impl Iphi {
             &Tensor::f_zeros([1], (Kind::Int64, device))?,
             1.0,
         )?;
-        Ok(twos.f_cumprod(0, kind)?.f_mul_scalar(std::f64::consts::PI)?)
+        Ok(twos
+            .f_cumprod(0, kind)?
+            .f_mul_scalar(std::f64::consts::PI)?)
     }
 
     /// ξ = IPHI(x, code).

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ono_data::dataset::{grid_axes, interpolate_on_axes, length_mask, Split, TensorDataset};
+use ono_data::dataset::{grid_axes, interpolate_on_axes, length_mask, Batch, Split, TensorDataset};
 use ono_data::normalizer::Normalizer;
 use ono_kernels::host;
 use ono_models::Model;
@@ -12,6 +12,7 @@ use tch::{Device, Kind, Tensor};
 
 use crate::data_source::resolve_data;
 use crate::decoder::{Decoder, Points};
+use crate::graphs::InferenceGraphs;
 use crate::loss::{check_targets, relative_l2, MetricSum, Reduction, RolloutErrors};
 use crate::normalizers::Normalizers;
 use crate::predictor::Predictor;
@@ -30,13 +31,14 @@ pub fn evaluate(
     time_steps: i64,
 ) -> Result<RolloutErrors> {
     evaluate_shared(
-        None, model, y_norm, split, regime, grid, batch_size, time_steps,
+        None, model, y_norm, split, regime, grid, batch_size, time_steps, None,
     )
 }
 
 /// [`evaluate`], in a data-parallel run shared by the processes: process r evaluates the
 /// batches r, r + W, …, and the error sums are added over the processes before the division,
-/// so every process gets the whole split's errors.
+/// so every process gets the whole split's errors. With `graphs`, each batch's forward passes
+/// run through them (`graphs.rs`), and their deferred checks are read once at the end.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn evaluate_shared(
     parallel: Option<&crate::parallel::DataParallel>,
@@ -47,6 +49,7 @@ pub(crate) fn evaluate_shared(
     grid: Option<&[i64]>,
     batch_size: i64,
     time_steps: i64,
+    mut graphs: Option<&mut InferenceGraphs>,
 ) -> Result<RolloutErrors> {
     let (rank, world) = parallel.map_or((0, 1), |p| (p.rank(), p.world()));
     let _g = tch::no_grad_guard();
@@ -64,8 +67,17 @@ pub(crate) fn evaluate_shared(
         .step_by(world)
     {
         let batch = split.batch(chunk, model.device(), model.kind())?;
-        let pred = ops.predict(d, &Points::of(&batch), time_steps)?;
+        let pred = match graphs.as_deref_mut() {
+            Some(g) => g.run(&batch.tensors(), &mut |slots| {
+                let b = Batch::from_tensors(crate::graphs::shallow(slots))?;
+                ops.predict(d, &Points::of(&b), time_steps)
+            })?,
+            None => ops.predict(d, &Points::of(&batch), time_steps)?,
+        };
         ops.score(&mut sum, &pred, &batch.y, batch.mask.as_ref())?;
+    }
+    if let Some(g) = graphs {
+        g.check()?;
     }
     match parallel {
         None => sum.finish(),

@@ -176,7 +176,7 @@ pub fn resolve(
             Ok(()) => Ok((
                 Some(Engine::Cuda(i)),
                 Some(format!(
-                    "graphs: each step shape captured on cuda:{i} at its second step, then replayed"
+                    "graphs: each shape's step (or forward) captured on cuda:{i} at its second run, then replayed"
                 )),
             )),
             Err(e) if graphs == Graphs::Auto => {
@@ -499,6 +499,148 @@ impl StepGraphs {
             });
         }
         Ok(())
+    }
+}
+
+/// Handles on the same tensors (no copy).
+pub(crate) fn shallow(slots: &[Option<Tensor>]) -> Vec<Option<Tensor>> {
+    slots
+        .iter()
+        .map(|t| t.as_ref().map(Tensor::shallow_clone))
+        .collect()
+}
+
+/// The shapes and kinds of a forward's input slots: what an inference graph is valid for.
+type Signature = Vec<Option<(Vec<i64>, Kind)>>;
+
+fn signature(inputs: &[Option<&Tensor>]) -> Signature {
+    inputs
+        .iter()
+        .map(|t| t.map(|t| (t.size(), t.kind())))
+        .collect()
+}
+
+/// One input shape's static buffers and, once captured, its graph and output.
+struct Forward {
+    statics: Vec<Option<Tensor>>,
+    graph: Option<(CudaGraph, Tensor)>,
+}
+
+/// Forward passes without gradients (evaluation, prediction) as graphs, one per input shape,
+/// under the rule of [`StepGraphs`]: the first forward of a shape runs plainly on static copies
+/// of its inputs, the second is captured, later ones are replayed. A forward has no host state
+/// to repeat, only its output (copied out of the graph). The models' checks are deferred into
+/// this object's health monitor (a check that reads the device cannot be captured); the caller
+/// reads them once with [`InferenceGraphs::check`].
+pub struct InferenceGraphs {
+    engine: Engine,
+    fall_back: bool,
+    entries: HashMap<Signature, Forward>,
+    monitor: ono_kernels::health::Monitor,
+    off: bool,
+    news: Option<String>,
+}
+
+impl InferenceGraphs {
+    pub fn new(engine: Engine, fall_back: bool) -> Self {
+        Self {
+            engine,
+            fall_back,
+            entries: HashMap::new(),
+            monitor: ono_kernels::health::Monitor::new(),
+            off: false,
+            news: None,
+        }
+    }
+
+    /// What to tell the user since the last call (a capture that failed and why).
+    pub fn take_news(&mut self) -> Option<String> {
+        self.news.take()
+    }
+
+    /// Input shapes kept.
+    pub fn shapes(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// `forward` of `inputs` (slots, `None` where absent), through this shape's graph.
+    pub fn run(
+        &mut self,
+        inputs: &[Option<&Tensor>],
+        forward: &mut dyn FnMut(&[Option<Tensor>]) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        let _guard = tch::no_grad_guard();
+        let _deferred = self.monitor.enter(0);
+        let owned = || -> Vec<Option<Tensor>> {
+            inputs
+                .iter()
+                .map(|t| t.map(Tensor::shallow_clone))
+                .collect()
+        };
+        if self.off {
+            return forward(&owned());
+        }
+        let key = signature(inputs);
+        let Some(entry) = self.entries.get_mut(&key) else {
+            if self.entries.len() >= MAX_GRAPHS {
+                return forward(&owned());
+            }
+            let statics = inputs
+                .iter()
+                .map(|t| t.map(Tensor::f_detach_copy).transpose())
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let out = forward(&statics)?;
+            self.entries.insert(
+                key,
+                Forward {
+                    statics,
+                    graph: None,
+                },
+            );
+            return Ok(out);
+        };
+        for (d, s) in entry.statics.iter().zip(inputs) {
+            if let (Some(d), Some(s)) = (d, s) {
+                d.shallow_clone().f_copy_(s)?;
+            }
+        }
+        match (self.engine, &entry.graph) {
+            (Engine::Emulated, _) => forward(&entry.statics),
+            (Engine::Cuda(_), Some((graph, out))) => {
+                graph.replay()?;
+                Ok(out.f_detach_copy()?)
+            }
+            (Engine::Cuda(device), None) => {
+                let statics = &entry.statics;
+                match CudaGraph::capture(device, || forward(statics)) {
+                    Ok((graph, out)) => {
+                        graph.replay()?;
+                        let copy = out.f_detach_copy()?;
+                        entry.graph = Some((graph, out));
+                        Ok(copy)
+                    }
+                    Err(e) if !self.fall_back => Err(e),
+                    Err(e) => {
+                        self.off = true;
+                        self.entries.clear();
+                        self.news = Some(format!(
+                            "graphs: a forward pass could not be captured ({e}); plain forwards \
+                             from here on"
+                        ));
+                        forward(&owned())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the deferred checks of the forwards so far (one host read) and fails with the
+    /// first.
+    pub fn check(&self) -> Result<()> {
+        match self.monitor.check()? {
+            None => Ok(()),
+            Some(f) => Err(Error::deferred(f.error)),
+        }
     }
 }
 

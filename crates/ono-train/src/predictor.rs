@@ -1,15 +1,17 @@
 //! A trained model with its normalizers, ready to predict: what `ono eval` and `ono predict`
 //! load from a training checkpoint.
 
+use std::cell::RefCell;
 use std::path::Path;
 
-use ono_data::dataset::Split;
+use ono_data::dataset::{Batch, Split};
 use ono_models::Model;
 use tch::{Device, Kind, Tensor};
 
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::decoder::{Decoder, Points};
 use crate::evaluate::normalized;
+use crate::graphs::{Graphs, InferenceGraphs};
 use crate::normalizers::Normalizers;
 use crate::regime::Regime;
 use crate::{Error, Result};
@@ -26,6 +28,8 @@ pub struct Predictor {
     pub grid: Option<Vec<i64>>,
     /// The grid of the training targets' query points, when they had their own.
     pub query_grid: Option<Vec<i64>>,
+    /// Forward passes as graphs ([`Predictor::set_graphs`]); none by default.
+    graphs: RefCell<Option<InferenceGraphs>>,
 }
 
 impl Predictor {
@@ -46,9 +50,47 @@ impl Predictor {
                 regime: st.regime,
                 grid: st.grid.clone(),
                 query_grid: st.query_grid.clone(),
+                graphs: RefCell::new(None),
             },
             ckpt.state,
         ))
+    }
+
+    /// Runs later forward passes as graphs under `graphs` (`graphs.rs`): on CUDA, each input
+    /// shape's second forward is captured and later ones replayed, so that a caller predicting
+    /// many inputs of one shape pays the launches once. Returns what to say about it.
+    pub fn set_graphs(&mut self, graphs: Graphs) -> Result<Option<String>> {
+        let (engine, note) = crate::graphs::resolve(graphs, self.model.device(), 1, 1)?;
+        *self.graphs.get_mut() = engine.map(|e| InferenceGraphs::new(e, graphs == Graphs::Auto));
+        Ok(note)
+    }
+
+    /// Input shapes the graphs hold (`None`: no graphs).
+    pub fn graph_shapes(&self) -> Option<usize> {
+        self.graphs.borrow().as_ref().map(InferenceGraphs::shapes)
+    }
+
+    /// `forward` of the slots `inputs`, through the graphs when set (their deferred checks
+    /// read at once).
+    fn forward(
+        &self,
+        inputs: &[Option<&Tensor>],
+        forward: &mut dyn FnMut(&[Option<Tensor>]) -> Result<Tensor>,
+    ) -> Result<Tensor> {
+        match self.graphs.borrow_mut().as_mut() {
+            Some(g) => {
+                let out = g.run(inputs, forward)?;
+                g.check()?;
+                Ok(out)
+            }
+            None => {
+                let owned: Vec<Option<Tensor>> = inputs
+                    .iter()
+                    .map(|t| t.map(Tensor::shallow_clone))
+                    .collect();
+                forward(&owned)
+            }
+        }
     }
 
     /// The normalizers for inputs on `grid` and targets on `query_grid` (or `grid` without a
@@ -135,7 +177,10 @@ impl Predictor {
         let mut out = Vec::new();
         for chunk in idx.chunks(batch.max(1) as usize) {
             let b = split.batch(chunk, device, self.kind())?;
-            let pred = self.regime.ops().predict(d, &Points::of(&b), 0)?;
+            let pred = self.forward(&b.tensors(), &mut |slots| {
+                let b = Batch::from_tensors(crate::graphs::shallow(slots))?;
+                self.regime.ops().predict(d, &Points::of(&b), 0)
+            })?;
             let pred = match b.mask {
                 Some(m) => pred.f_mul(&m.f_to_kind(pred.kind())?.f_unsqueeze(2)?)?,
                 None => pred,
@@ -175,10 +220,16 @@ impl Predictor {
             y_norm: &norms.y,
             grid,
         };
-        let points = Points {
-            query: query.as_ref(),
-            ..Points::plain(&pos, &fx)
-        };
-        self.regime.ops().predict(d, &points, t_out)
+        self.forward(&[Some(&pos), Some(&fx), query.as_ref()], &mut |slots| {
+            let (pos, fx) = (slots[0].as_ref(), slots[1].as_ref());
+            let (Some(pos), Some(fx)) = (pos, fx) else {
+                return Err(Error::Data("a forward without its points".into()));
+            };
+            let points = Points {
+                query: slots[2].as_ref(),
+                ..Points::plain(pos, fx)
+            };
+            self.regime.ops().predict(d, &points, t_out)
+        })
     }
 }

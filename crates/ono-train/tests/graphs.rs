@@ -365,3 +365,46 @@ fn a_plan_for_other_gradients_is_refused() {
     let e = opt.apply(&plan, &grads, None).unwrap_err();
     assert!(e.to_string().contains("not graph-safe"), "{e}");
 }
+
+/// A predictor with graphs (emulated) gives the plain predictor's outputs bit for bit, for
+/// repeated inputs of one shape (recorded, then replayed) and for a second shape.
+#[test]
+fn an_emulated_predictor_predicts_as_the_plain_one() {
+    ono_testing::init();
+    let _rng = ono_testing::torch_rng_lock();
+    let c = Case {
+        arch: "ono",
+        preset: "darcy",
+        overrides: "n_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4",
+        benchmark: Benchmark::Darcy,
+        top: "",
+        data: "",
+        recipe: ADAMW,
+        batch: Some(3),
+    };
+    let dir = temp_dir("graphs-predictor");
+    let data = dir.join("data");
+    let ntrain = miniature::write(c.benchmark, &data).unwrap().ntrain;
+    let mut cfg = config(&c, &data, &dir.join("run"), "off", ntrain);
+    cfg.epochs = 1;
+    train(cfg, false, None);
+    let ckpt = dir.join("run/checkpoints/last.safetensors");
+    let (plain, state) = ono_train::Predictor::from_checkpoint(&ckpt, tch::Device::Cpu).unwrap();
+    let (mut graphed, _) = ono_train::Predictor::from_checkpoint(&ckpt, tch::Device::Cpu).unwrap();
+    let note = graphed
+        .set_graphs(ono_train::graphs::Graphs::Emulate)
+        .unwrap();
+    assert!(note.unwrap().contains("emulated"));
+    let grid = state.grid.clone().unwrap();
+    let n: i64 = grid.iter().product();
+    tch::manual_seed(11);
+    for b in [2, 2, 2, 3, 3] {
+        let pos = Tensor::rand([b, n, 2], (tch::Kind::Float, tch::Device::Cpu));
+        let fx = Tensor::rand([b, n, 1], (tch::Kind::Float, tch::Device::Cpu));
+        let want = plain.predict(&pos, &fx, 0, Some(&grid), None).unwrap();
+        let got = graphed.predict(&pos, &fx, 0, Some(&grid), None).unwrap();
+        assert!(got.equal(&want), "batch of {b}");
+    }
+    assert_eq!(graphed.graph_shapes(), Some(2));
+    assert_eq!(plain.graph_shapes(), None);
+}

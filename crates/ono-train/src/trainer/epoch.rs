@@ -150,6 +150,13 @@ impl Trainer {
         } else {
             None
         };
+        if let Some(news) = self
+            .eval_graphs
+            .as_ref()
+            .and_then(|g| g.borrow_mut().take_news())
+        {
+            progress.println(&news);
+        }
         let record = EpochRecord {
             epoch,
             step: self.state.global_step,

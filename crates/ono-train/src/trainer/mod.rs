@@ -31,7 +31,7 @@ use tch::{Device, Kind, Tensor};
 use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::config::{BatchOrder, ReductionName, TrainConfig};
-use crate::graphs::StepGraphs;
+use crate::graphs::{InferenceGraphs, StepGraphs};
 use crate::loss::LossSpec;
 use crate::loss::RolloutErrors;
 use crate::normalizers::Normalizers;
@@ -136,6 +136,8 @@ pub struct Trainer {
     notes: Vec<String>,
     /// The step's graphs (`graphs`), when the run captures or emulates them.
     pub(crate) graphs: Option<StepGraphs>,
+    /// The evaluation's forward passes as graphs, alike.
+    pub(crate) eval_graphs: Option<std::cell::RefCell<InferenceGraphs>>,
 }
 
 impl Trainer {
@@ -539,7 +541,11 @@ impl Trainer {
 
     /// Mean relative L2 on the test split (decoded predictions against raw targets).
     pub fn evaluate_test(&self) -> Result<RolloutErrors> {
-        let run = |parallel: Option<&DataParallel>, y_norm: &Normalizer, grid: Option<&[i64]>| {
+        let mut graphs = self.eval_graphs.as_ref().map(|g| g.borrow_mut());
+        let run = |parallel: Option<&DataParallel>,
+                   y_norm: &Normalizer,
+                   grid: Option<&[i64]>,
+                   graphs: Option<&mut InferenceGraphs>| {
             crate::evaluate::evaluate_shared(
                 parallel,
                 &self.model,
@@ -551,15 +557,17 @@ impl Trainer {
                 // time (samples of different sizes and no padding mask) is evaluated so too.
                 (self.cfg.batch_size.max(1) as u64).div_ceil(self.micro_batches.max(1)) as i64,
                 self.test_steps,
+                graphs,
             )
         };
         match (&self.parallel, &self.point_norms) {
             // Every process evaluates every batch on its points; the errors are whole-sample.
-            (Some(p), Some((_, test))) => p.with_split_points(|| run(None, &test.y, None)),
+            (Some(p), Some((_, test))) => p.with_split_points(|| run(None, &test.y, None, None)),
             _ => run(
                 self.parallel.as_ref(),
                 &self.test_normalizers.y,
                 self.test_grid.as_deref(),
+                graphs.as_deref_mut(),
             ),
         }
     }

@@ -15,7 +15,7 @@ use crate::adamw::AdamW;
 use crate::checkpoint::{Checkpoint, TrainState};
 use crate::config::{Fingerprint, Parallelism, ScheduleKind, TrainConfig};
 use crate::evaluate::normalized;
-use crate::graphs::{self, Graphs, StepGraphs};
+use crate::graphs::{self, Graphs, InferenceGraphs, StepGraphs};
 use crate::normalizers::Normalizers;
 use crate::one_cycle::OneCycle;
 use crate::parallel::{self, DataParallel};
@@ -104,7 +104,10 @@ impl Trainer {
         let processes = parallel.as_ref().map_or(1, DataParallel::world);
         let (engine, said) = graphs::resolve(cfg.graphs, device, processes, micro_batches)?;
         notes.extend(said);
-        let graphs = engine.map(|e| StepGraphs::new(e, cfg.graphs == Graphs::Auto));
+        let fall_back = cfg.graphs == Graphs::Auto;
+        let graphs = engine.map(|e| StepGraphs::new(e, fall_back));
+        let eval_graphs =
+            engine.map(|e| std::cell::RefCell::new(InferenceGraphs::new(e, fall_back)));
         let steps_per_epoch = (train.len() as u64).div_ceil(cfg.batch_size as u64);
         let schedule = schedule(&cfg, cfg.epochs * steps_per_epoch)?;
 
@@ -180,6 +183,7 @@ impl Trainer {
             point_norms,
             notes,
             graphs,
+            eval_graphs,
         })
     }
 }
