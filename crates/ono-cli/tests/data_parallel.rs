@@ -253,6 +253,42 @@ fn two_ranks_train_what_one_process_accumulating_two_micro_batches_trains() {
     }
 }
 
+/// Graph-safe steps over processes (issue #47): two ranks under `graphs = "emulate"` (each
+/// seeding its one micro-batch before the step; the gradients', losses' and EMA statistics'
+/// collectives inside the step, as a captured step holds them) train what two plain ranks
+/// train, bit for bit; so do two ranks splitting every sample's points.
+#[test]
+fn emulated_graph_steps_over_processes_train_as_plain_ones() {
+    let _one_launch_at_a_time = one_launch_at_a_time();
+    let Some(torchrun) = torchrun() else {
+        eprintln!("SKIPPED: no torchrun on PATH or in $VIRTUAL_ENV (run under `cargo xtask test`)");
+        return;
+    };
+    let dir = temp_dir("dp-graphs");
+    grid_dataset(&dir.join("grid.safetensors"));
+    let last = |name: &str| dir.join(name).join("checkpoints/last.safetensors");
+    for (arch, extra) in [("ono", ""), ("ono-points", "parallel = \"points\"")] {
+        let plain = format!("plain-{arch}");
+        let emulated = format!("emulated-{arch}");
+        let files = [
+            experiment(&dir, &plain, arch, extra, 2),
+            experiment(
+                &dir,
+                &emulated,
+                arch,
+                &format!("{extra}\ngraphs = \"emulate\""),
+                2,
+            ),
+        ];
+        for file in &files {
+            let mut c = torchrun_train(&torchrun, file, false, "graphs");
+            c.current_dir(&dir);
+            ok(&output(c));
+        }
+        assert_close_runs(&last(&plain), &last(&emulated), 0.0);
+    }
+}
+
 /// The PID of the `ono` process with `RANK=rank` launched under `ONO_TEST_TAG=tag`.
 fn rank_pid(tag: &str, rank: usize) -> Option<i32> {
     let want_tag = format!("ONO_TEST_TAG={tag}");

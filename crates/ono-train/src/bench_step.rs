@@ -233,7 +233,7 @@ pub fn bench_step(
         StepRecipe::Ono => shapes.square,
         StepRecipe::Fno => None,
     };
-    let (engine, _) = graphs::resolve(graphs, device, 1, 1)?;
+    let (engine, _) = graphs::resolve(graphs, device, 1)?;
     let mut replayer = engine.map(Replayer::new);
     let mut times = Vec::with_capacity(steps);
     // The models' checks are deferred as in training, and read once after the last step.

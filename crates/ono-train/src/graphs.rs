@@ -38,9 +38,12 @@
 //! afresh, its graph dropped.
 //!
 //! # Where a step is not graph-safe
-//! [`resolve`] says why and, under `auto`, trains plainly: a data-parallel or point-sharded
-//! launch (the processes exchange gradients and statistics between the steps' kernels), and a
-//! step of several micro-batches (it reseeds torch's generator between them, inside the step).
+//! [`resolve`] says why and, under `auto`, trains plainly: a process that trains several
+//! micro-batches per step (`accumulate_steps > 1`: it reseeds torch's generator between them,
+//! inside the step). A process of a data-parallel or point-sharded launch trains one, seeded
+//! before the step, and its collectives (the gradients' sum, the EMA statistics, the losses) are
+//! captured inside the graph with the rest: NCCL's collectives are graph-safe, Gloo's run on the
+//! CPU, where steps are only emulated.
 //! Under `auto` a capture that fails on the device (a model that reads the device inside its
 //! step) is undone and the run goes on plainly, saying why once.
 
@@ -131,27 +134,17 @@ pub fn check_config(graphs: Graphs, device: Device, accumulate_steps: u64) -> Re
     Ok(())
 }
 
-const MICRO_BATCHES: &str =
-    "a step of several micro-batches reseeds torch's generator between them, inside the step";
+const MICRO_BATCHES: &str = "a step of several micro-batches in one process reseeds torch's \
+     generator between them, inside the step (accumulate_steps > 1)";
 
-/// The engine of a run (none: plain steps), and what to say about it. `processes`: the
-/// processes of a launch sharing each step (1 alone); `micro_batches` per step over them.
+/// The engine of a run (none: plain steps), and what to say about it. `accumulate`: the
+/// micro-batches each process trains per step.
 pub fn resolve(
     graphs: Graphs,
     device: Device,
-    processes: usize,
-    micro_batches: u64,
+    accumulate: u64,
 ) -> Result<(Option<Engine>, Option<String>)> {
-    let unsafe_why = if processes > 1 {
-        Some(
-            "the processes of a launch exchange gradients and statistics between the step's \
-             kernels (collectives are not captured)",
-        )
-    } else if micro_batches > 1 {
-        Some(MICRO_BATCHES)
-    } else {
-        None
-    };
+    let unsafe_why = (accumulate > 1).then_some(MICRO_BATCHES);
     let cuda = match device {
         Device::Cuda(i) => Some(i),
         _ => None,
@@ -234,7 +227,7 @@ struct Key {
 }
 
 impl Key {
-    fn of(batch: &StepBatch, extras: &[Tensor], variant: u64) -> Self {
+    fn of(batch: &StepBatch, extras: &[Tensor], (variant, _pass): (u64, u64)) -> Self {
         let sig = |t: Option<&Tensor>| t.map(|t| (t.size(), t.kind()));
         let mut tensors: Vec<_> = batch
             .micros
@@ -390,7 +383,7 @@ impl StepGraphs {
         runner: &mut StepRunner<'_>,
         batch: &StepBatch,
         extras: &[Tensor],
-        variant: u64,
+        variant: (u64, u64),
         body: &mut StepBody<'_>,
     ) -> Result<()> {
         if self.off {
@@ -680,33 +673,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn graphs_resolve_by_device_launch_and_micro_batches() {
+    fn graphs_resolve_by_device_and_micro_batches() {
         let cpu = Device::Cpu;
-        assert_eq!(resolve(Graphs::Auto, cpu, 1, 1).unwrap(), (None, None));
+        assert_eq!(resolve(Graphs::Auto, cpu, 1).unwrap(), (None, None));
         assert_eq!(
-            resolve(Graphs::Off, Device::Cuda(0), 1, 1).unwrap(),
+            resolve(Graphs::Off, Device::Cuda(0), 1).unwrap(),
             (None, None)
         );
-        let (e, note) = resolve(Graphs::Emulate, cpu, 1, 1).unwrap();
+        let (e, note) = resolve(Graphs::Emulate, cpu, 1).unwrap();
         assert_eq!(e, Some(Engine::Emulated));
         assert!(note.unwrap().contains("emulated"));
-        for (processes, micro) in [(2, 2), (1, 3)] {
-            let e = resolve(Graphs::Emulate, cpu, processes, micro).unwrap_err();
-            assert!(e.to_string().contains("graphs"), "{e}");
-            let (e, note) = resolve(Graphs::Auto, Device::Cuda(0), processes, micro).unwrap();
-            assert_eq!(e, None);
-            assert!(note.unwrap().starts_with("graphs: plain steps ("));
-        }
+        // Several micro-batches in a process: refused by `emulate`, plain under `auto`.
+        let e = resolve(Graphs::Emulate, cpu, 3).unwrap_err();
+        assert!(e.to_string().contains("accumulate_steps > 1"), "{e}");
+        let (e, note) = resolve(Graphs::Auto, Device::Cuda(0), 2).unwrap();
+        assert_eq!(e, None);
+        assert!(note.unwrap().starts_with("graphs: plain steps ("));
         let e = check_config(Graphs::On, cpu, 1).unwrap_err();
         assert!(e.to_string().contains("`on` needs a CUDA device"), "{e}");
         assert!(check_config(Graphs::Emulate, cpu, 2).is_err());
         assert!(check_config(Graphs::Auto, cpu, 2).is_ok());
         if !tch::Cuda::is_available() {
             // A CUDA run without a device to capture on: `auto` says why, `on` refuses.
-            let (e, note) = resolve(Graphs::Auto, Device::Cuda(0), 1, 1).unwrap();
+            let (e, note) = resolve(Graphs::Auto, Device::Cuda(0), 1).unwrap();
             assert_eq!(e, None);
             assert!(note.unwrap().contains("CUDA graphs are unavailable"));
-            assert!(resolve(Graphs::On, Device::Cuda(0), 1, 1).is_err());
+            assert!(resolve(Graphs::On, Device::Cuda(0), 1).is_err());
         }
     }
 

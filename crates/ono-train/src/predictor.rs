@@ -60,7 +60,7 @@ impl Predictor {
     /// shape's second forward is captured and later ones replayed, so that a caller predicting
     /// many inputs of one shape pays the launches once. Returns what to say about it.
     pub fn set_graphs(&mut self, graphs: Graphs) -> Result<Option<String>> {
-        let (engine, note) = crate::graphs::resolve(graphs, self.model.device(), 1, 1)?;
+        let (engine, note) = crate::graphs::resolve(graphs, self.model.device(), 1)?;
         *self.graphs.get_mut() = engine.map(|e| InferenceGraphs::new(e, graphs == Graphs::Auto));
         Ok(note)
     }

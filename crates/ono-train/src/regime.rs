@@ -88,7 +88,7 @@ struct Steady;
 
 impl RegimeOps for Steady {
     fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
-        runner.optimizer_step(step, &[], 0, &mut |runner, step, _| {
+        runner.optimizer_step(step, &[], (0, 0), &mut |runner, step, _| {
             runner.begin_step()?;
             for m in &step.micros {
                 let batch = &m.batch;
@@ -127,7 +127,7 @@ struct Autoregressive;
 
 impl RegimeOps for Autoregressive {
     fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
-        runner.optimizer_step(step, &[], 0, &mut |runner, step, _| {
+        runner.optimizer_step(step, &[], (0, 0), &mut |runner, step, _| {
             runner.begin_step()?;
             for m in &step.micros {
                 let batch = &m.batch;
@@ -196,7 +196,8 @@ impl RegimeOps for PerTimeStep {
             // samples are counted (at the first time step) is host code: a variant.
             let ks = perms.f_select(1, k)?;
             let counted = k == 0;
-            runner.optimizer_step(step, &[ks], u64::from(counted), &mut |runner, step, ks| {
+            let variant = (u64::from(counted), k as u64);
+            runner.optimizer_step(step, &[ks], variant, &mut |runner, step, ks| {
                 // The first t of the time values evaluation uses, so that a step means the same
                 // time when training sees only the first steps (data.train_steps).
                 let times = time_grid(runner.time_axis.max(t), kind, device)?.f_narrow(0, 0, t)?;
@@ -291,7 +292,7 @@ fn from_space_time(out: &Tensor, steps: i64) -> Result<Tensor> {
 
 impl RegimeOps for SpaceTime {
     fn train_batch(&self, runner: &mut StepRunner<'_>, step: &StepBatch) -> Result<()> {
-        runner.optimizer_step(step, &[], 0, &mut |runner, step, _| {
+        runner.optimizer_step(step, &[], (0, 0), &mut |runner, step, _| {
             runner.begin_step()?;
             for m in &step.micros {
                 let batch = &m.batch;

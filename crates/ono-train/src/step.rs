@@ -115,6 +115,9 @@ pub(crate) struct StepRunner<'a> {
     /// The parameters with gradients and the plan's shape of the last finished step (what the
     /// graphs record).
     pub last_plan: Option<(Vec<Vec<bool>>, PlanShape)>,
+    /// This step's one micro-batch was seeded before the step
+    /// ([`optimizer_step`](Self::optimizer_step)).
+    pub seeded: bool,
 }
 
 impl StepRunner<'_> {
@@ -128,21 +131,33 @@ impl StepRunner<'_> {
 
     /// One optimizer step of `batch` (and the regime's `extras`, tensors the step reads) through
     /// `body`, which begins the step, trains its micro-batches and finishes it: plainly, or
-    /// through the run's graphs (`graphs.rs`). `variant` tells apart steps of the same shapes
-    /// whose host code differs (the per-time-step regime's first time step counts its samples).
-    /// Everything `body` reads that changes from step to step must come from `batch`, `extras` or
-    /// the runner's device state, not from the caller's host values.
+    /// through the run's graphs (`graphs.rs`). `(variant, pass)`: `variant` tells apart steps of
+    /// the same shapes whose host code differs (the per-time-step regime's first time step
+    /// counts its samples); `pass` is the forward pass of the batch the step is (a time step's
+    /// index, else 0), which seeds its micro-batches' randomness. Everything `body` reads that
+    /// changes from step to step must come from `batch`, `extras` or the runner's device state,
+    /// not from the caller's host values.
+    ///
+    /// A process that trains one micro-batch of a step of several (a data-parallel process)
+    /// seeds torch's generator for it here, before the step, rather than in
+    /// [`begin_micro`](Self::begin_micro): the same seed, set before the step's kernels, where a
+    /// graph's replay reads it.
     pub fn optimizer_step(
         &mut self,
         batch: &StepBatch,
         extras: &[Tensor],
-        variant: u64,
+        (variant, pass): (u64, u64),
         body: &mut StepBody<'_>,
     ) -> Result<()> {
+        self.seeded = false;
+        if let [m] = batch.micros.as_slice() {
+            self.begin_micro(m, pass);
+            self.seeded = self.micro_batches > 1;
+        }
         match self.graphs.take() {
             None => body(self, batch, extras),
             Some(g) => {
-                let r = g.run(self, batch, extras, variant, body);
+                let r = g.run(self, batch, extras, (variant, pass), body);
                 self.graphs = Some(g);
                 r
             }
@@ -165,7 +180,7 @@ impl StepRunner<'_> {
     /// so that each micro-batch draws the same numbers in whichever process trains it; a step of
     /// one keeps the step's seed (the trainer's) running on, as before there were micro-batches.
     pub fn begin_micro(&self, m: &MicroBatch, pass: u64) {
-        if self.micro_batches > 1 {
+        if self.micro_batches > 1 && !self.seeded {
             let base = mix(self.seed, self.step.wrapping_add(1 << 40));
             tch::manual_seed(mix(base, pass * self.micro_batches + m.index) as i64);
         }

@@ -380,6 +380,7 @@ impl Trainer {
             graphs: self.graphs.as_mut(),
             planned: None,
             last_plan: None,
+            seeded: false,
         };
         let regime = self.regime;
         match points {

@@ -101,8 +101,7 @@ impl Trainer {
                     .into(),
             );
         }
-        let processes = parallel.as_ref().map_or(1, DataParallel::world);
-        let (engine, said) = graphs::resolve(cfg.graphs, device, processes, micro_batches)?;
+        let (engine, said) = graphs::resolve(cfg.graphs, device, micro_batches / world)?;
         notes.extend(said);
         let fall_back = cfg.graphs == Graphs::Auto;
         let graphs = engine.map(|e| StepGraphs::new(e, fall_back));
