@@ -93,7 +93,17 @@ def main(out, off):
         except (OSError, ValueError, KeyError, statistics.StatisticsError):
             r = None
         print(f"| {cell} | {fmt(g, 3)} | {fmt(p, 3)} | {fmt(r, 3)} | {ratio(g, r)} | {ratio(p, r)} |")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    print()
+    print("Each cell's graphs, from its summary line (`graphs`: engine, shapes, steps recorded,")
+    print("captured, replayed, plain; `fell_back`: why a capture failed under auto):")
+    for root, _, files in sorted(os.walk(train)):
+        if "ours.log" not in files:
+            continue
+        graphs = "no summary line"
+        try:
+            for line in open(os.path.join(root, "ours.log")):
+                if line.startswith("{") and '"steps"' in line:
+                    graphs = json.loads(line).get("graphs", "plain steps")
+        except (OSError, ValueError):
+            pass
+        print(f"- {os.path.relpath(root, train)}: {graphs}")

@@ -321,9 +321,14 @@ struct Entry {
 pub(crate) type StepBody<'b> =
     dyn FnMut(&mut StepRunner<'_>, &StepBatch, &[Tensor]) -> Result<()> + 'b;
 
-/// What a run's graphs did so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a run's graphs did so far (a field of the run's summary line).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GraphStats {
+    /// How the steps ran.
+    pub engine: Option<Engine>,
+    /// Why graphs were turned off mid-run (a capture that failed under `auto`), if they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fell_back: Option<String>,
     /// Step shapes recorded (at most [`MAX_GRAPHS`]).
     pub shapes: usize,
     /// Steps run plainly to record a shape (the first of each, and any whose plan changed).
@@ -367,7 +372,8 @@ impl StepGraphs {
     pub fn stats(&self) -> GraphStats {
         GraphStats {
             shapes: self.entries.len(),
-            ..self.stats
+            engine: Some(self.engine),
+            ..self.stats.clone()
         }
     }
 
@@ -473,6 +479,7 @@ impl StepGraphs {
                         runner.opt.restore_host_state(before);
                         self.off = true;
                         self.entries.clear();
+                        self.stats.fell_back = Some(e.to_string());
                         self.news = Some(format!(
                             "graphs: a step could not be captured ({e}); plain steps from here on"
                         ));

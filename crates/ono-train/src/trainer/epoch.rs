@@ -214,6 +214,7 @@ impl Trainer {
             ),
         };
         Summary {
+            graphs: self.graph_stats(),
             steps: self.state.global_step,
             final_test,
             best: self.state.best,

@@ -62,6 +62,9 @@ pub struct Summary {
     /// The last epoch's test errors.
     #[serde(rename = "final_test_rel_l2")]
     pub final_test: Option<f64>,
+    /// What the step's graphs did (`graphs`; absent for plain steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<crate::graphs::GraphStats>,
     /// Where the last checkpoint is.
     pub last_checkpoint: PathBuf,
     /// The step the run resumed at (0 for a fresh run).
