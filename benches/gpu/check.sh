@@ -78,18 +78,27 @@ timeout "${COMPARE_S:-300}" "$BIN/xtask" bench-compare --ono "$ONO" --python "$(
     --json "$OUT/bench-compare.json" 2>&1 | tee "$OUT/bench-compare.txt"
 fi
 
+# One training step of the architectures bench-compare leaves out, into DIR/bench-step.jsonl
+# (one JSON line each), with ours' extra flags (section 9: --graphs off).
+other_steps() {
+    local dir=$1
+    shift
+    local extra=("$@")
+    : >"$dir/bench-step.jsonl"
+    : >"$dir/bench-step.err"
+    for spec in "ufno darcy darcy" "ffno darcy darcy" "lsm darcy darcy" "transolver darcy darcy" \
+        "transolver elasticity elasticity" "geofno elasticity elasticity" \
+        "ono ns2d ns2d" "ono elasticity elasticity"; do
+        set -- $spec
+        timeout 60 "$ONO" bench-step --arch "$1" --preset "$2" --shapes "$3" --steps 5 --warmup 2 \
+            --device "$DEVICE" "${extra[@]}" >>"$dir/bench-step.jsonl" 2>>"$dir/bench-step.err" \
+            || echo "{\"arch\": \"$1\", \"preset\": \"$2\", \"failed\": true}" >>"$dir/bench-step.jsonl"
+    done
+}
+
 if want 2; then
 echo "== 2. one training step of the other architectures on $DEVICE"
-: >"$OUT/bench-step.jsonl"
-: >"$OUT/bench-step.err"
-for spec in "ufno darcy darcy" "ffno darcy darcy" "lsm darcy darcy" "transolver darcy darcy" \
-    "transolver elasticity elasticity" "geofno elasticity elasticity" \
-    "ono ns2d ns2d" "ono elasticity elasticity"; do
-    set -- $spec
-    timeout 60 "$ONO" bench-step --arch "$1" --preset "$2" --shapes "$3" --steps 5 --warmup 2 \
-        --device "$DEVICE" >>"$OUT/bench-step.jsonl" 2>>"$OUT/bench-step.err" \
-        || echo "{\"arch\": \"$1\", \"preset\": \"$2\", \"failed\": true}" >>"$OUT/bench-step.jsonl"
-done
+other_steps "$OUT"
 "$PY" - "$OUT/bench-step.jsonl" <<'EOF'
 import json, sys
 print(f"{'arch':<11} {'preset':<11} {'batch':>5} {'points':>7} {'median s':>9} {'params':>10} {'host reads':>10}")
@@ -207,15 +216,7 @@ mkdir -p "$G"
 timeout "${COMPARE_S:-300}" "$BIN/xtask" bench-compare --ono "$ONO" --python "$(command -v "$PY")" \
     --device "$DEVICE" --models ono,gnot,fno,galerkin --steps "${STEPS:-10}" --graphs off \
     --json "$G/bench-compare.json" 2>&1 | tee "$G/bench-compare.txt"
-: >"$G/bench-step.jsonl"
-for spec in "ufno darcy darcy" "ffno darcy darcy" "lsm darcy darcy" "transolver darcy darcy" \
-    "transolver elasticity elasticity" "geofno elasticity elasticity" \
-    "ono ns2d ns2d" "ono elasticity elasticity"; do
-    set -- $spec
-    timeout 60 "$ONO" bench-step --arch "$1" --preset "$2" --shapes "$3" --steps 5 --warmup 2 \
-        --device "$DEVICE" --graphs off >>"$G/bench-step.jsonl" 2>>"$G/bench-step.err" \
-        || echo "{\"arch\": \"$1\", \"preset\": \"$2\", \"failed\": true}" >>"$G/bench-step.jsonl"
-done
+other_steps "$G" --graphs off
 if [ -d "$OUT/train" ]; then
     for cell in ${CELLS:-darcy/fno darcy/ufno darcy/ffno darcy/lsm darcy/transolver darcy/gnot darcy/ono elasticity/ono elasticity/transolver}; do
         d="$OUT/train/$cell"

@@ -153,41 +153,16 @@ impl Batch {
     }
 
     /// The batch with every tensor replaced by `f` of it (the same slots filled).
-    pub fn try_map<E>(
+    pub fn try_map<E: From<Error>>(
         &self,
         mut f: impl FnMut(&Tensor) -> std::result::Result<Tensor, E>,
     ) -> std::result::Result<Batch, E> {
-        let Batch {
-            pos,
-            fx,
-            y,
-            query,
-            aux,
-            mask,
-            theta,
-            functions,
-        } = self;
-        let mut opt = |t: &Option<Tensor>| t.as_ref().map(&mut f).transpose();
-        let (query, aux, mask, theta) = (opt(query)?, opt(aux)?, opt(mask)?, opt(theta)?);
-        let functions = functions
-            .iter()
-            .map(|fb| {
-                Ok(FunctionBatch {
-                    values: f(&fb.values)?,
-                    mask: fb.mask.as_ref().map(&mut f).transpose()?,
-                })
-            })
+        let slots = self
+            .tensors()
+            .into_iter()
+            .map(|t| t.map(&mut f).transpose())
             .collect::<std::result::Result<Vec<_>, E>>()?;
-        Ok(Batch {
-            pos: f(pos)?,
-            fx: f(fx)?,
-            y: f(y)?,
-            query,
-            aux,
-            mask,
-            theta,
-            functions,
-        })
+        Ok(Batch::from_tensors(slots)?)
     }
 }
 
@@ -1014,7 +989,7 @@ mod tests {
                 .collect()
         };
         assert_eq!(values(&back), values(&b));
-        let doubled = b.try_map(|x| x.f_mul_scalar(2.0)).unwrap();
+        let doubled = b.try_map(|x| Ok::<_, Error>(x.f_mul_scalar(2.0)?)).unwrap();
         assert_eq!(values(&doubled)[9], Some(16.0));
         assert_eq!(values(&doubled)[10], None);
         assert_eq!(values(&doubled)[3], None);

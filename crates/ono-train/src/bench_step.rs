@@ -41,6 +41,29 @@ pub enum StepRecipe {
     Fno,
 }
 
+impl StepRecipe {
+    /// The optimizer's hyper-parameters and the clipping norm of the recipe.
+    fn optimizer(self) -> (AdamWConfig, Option<f64>) {
+        match self {
+            StepRecipe::Ono => (
+                AdamWConfig {
+                    weight_decay: 1e-5,
+                    ..Default::default()
+                },
+                Some(0.1),
+            ),
+            StepRecipe::Fno => (
+                AdamWConfig {
+                    weight_decay: 1e-4,
+                    l2_weight_decay: true,
+                    ..Default::default()
+                },
+                None,
+            ),
+        }
+    }
+}
+
 impl std::str::FromStr for StepRecipe {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
@@ -195,23 +218,7 @@ pub fn bench_step(
             ),
         ));
     }
-    let (hp, clip) = match recipe {
-        StepRecipe::Ono => (
-            AdamWConfig {
-                weight_decay: 1e-5,
-                ..Default::default()
-            },
-            Some(0.1),
-        ),
-        StepRecipe::Fno => (
-            AdamWConfig {
-                weight_decay: 1e-4,
-                l2_weight_decay: true,
-                ..Default::default()
-            },
-            None,
-        ),
-    };
+    let (hp, clip) = recipe.optimizer();
     let mut opt = AdamW::new(model.var_store(), hp)?;
     let (b, n, d) = (shapes.batch, shapes.points, shapes.dims.clone());
     let opts = (Kind::Float, device);

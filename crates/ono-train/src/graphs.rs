@@ -273,7 +273,7 @@ impl Statics {
             .iter()
             .map(|m| {
                 Ok(MicroBatch {
-                    batch: m.batch.try_map(|t| t.f_detach_copy())?,
+                    batch: m.batch.try_map(|t| Ok::<_, Error>(t.f_detach_copy()?))?,
                     first: m.first,
                     index: m.index,
                     weight: m.weight,

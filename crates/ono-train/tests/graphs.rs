@@ -28,6 +28,9 @@ const ADAMW: &str = "[optimizer]\nmax_grad_norm = 0.1";
 /// The FNO scripts' optimisation (Adam with L2 decay, StepLR, no clipping).
 const FNO: &str = "[optimizer]\nkind = \"adam\"\nweight_decay = 1e-4\nmax_grad_norm = 0\n\n[schedule]\nkind = \"step\"";
 
+/// A two-layer ONO.
+const ONO_SMALL: &str = "n_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4";
+
 /// One architecture on one miniature benchmark.
 struct Case {
     arch: &'static str,
@@ -195,7 +198,6 @@ fn check(c: &Case) {
 
 #[test]
 fn ono_emulated_steps_train_as_plain_steps_in_every_regime_and_precision() {
-    let small = "n_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4";
     for (preset, benchmark, top) in [
         // Darcy's derivative loss, selective recomputation (ONO's auto).
         ("darcy", Benchmark::Darcy, ""),
@@ -209,7 +211,7 @@ fn ono_emulated_steps_train_as_plain_steps_in_every_regime_and_precision() {
         check(&Case {
             arch: "ono",
             preset,
-            overrides: small,
+            overrides: ONO_SMALL,
             benchmark,
             top,
             data: "",
@@ -375,7 +377,7 @@ fn an_emulated_predictor_predicts_as_the_plain_one() {
     let c = Case {
         arch: "ono",
         preset: "darcy",
-        overrides: "n_layers = 2\nn_hidden = 16\nn_head = 2\npsi_dim = 4",
+        overrides: ONO_SMALL,
         benchmark: Benchmark::Darcy,
         top: "",
         data: "",

@@ -101,12 +101,7 @@ impl Trainer {
                     .into(),
             );
         }
-        let (engine, said) = graphs::resolve(cfg.graphs, device, micro_batches / world)?;
-        notes.extend(said);
-        let fall_back = cfg.graphs == Graphs::Auto;
-        let graphs = engine.map(|e| StepGraphs::new(e, fall_back));
-        let eval_graphs =
-            engine.map(|e| std::cell::RefCell::new(InferenceGraphs::new(e, fall_back)));
+        let (graphs, eval_graphs) = step_graphs(&cfg, device, micro_batches / world, &mut notes)?;
         let steps_per_epoch = (train.len() as u64).div_ceil(cfg.batch_size as u64);
         let schedule = schedule(&cfg, cfg.epochs * steps_per_epoch)?;
 
@@ -285,6 +280,26 @@ fn schedule(cfg: &TrainConfig, total: u64) -> Result<Option<OneCycle>> {
 /// Micro-batches per optimizer step over `world` processes, and what to say about them: the
 /// checkpoint's count wins, so that a resumed run continues exactly (refused when the processes
 /// cannot share it evenly); the count must leave every micro-batch a sample.
+/// The run's graphs (`graphs`) of its steps and of its evaluation's forwards; what to say about
+/// them is added to `notes`.
+fn step_graphs(
+    cfg: &TrainConfig,
+    device: Device,
+    accumulate: u64,
+    notes: &mut Vec<String>,
+) -> Result<(
+    Option<StepGraphs>,
+    Option<std::cell::RefCell<InferenceGraphs>>,
+)> {
+    let (engine, said) = graphs::resolve(cfg.graphs, device, accumulate)?;
+    notes.extend(said);
+    let fall_back = cfg.graphs == Graphs::Auto;
+    Ok((
+        engine.map(|e| StepGraphs::new(e, fall_back)),
+        engine.map(|e| std::cell::RefCell::new(InferenceGraphs::new(e, fall_back))),
+    ))
+}
+
 fn micro_batches(
     ckpt: Option<&Checkpoint>,
     world: u64,
