@@ -179,8 +179,8 @@ pub struct StepReport {
 /// `recompute` selects how the model keeps activations ([`Recompute`]; `Auto` is the model's
 /// measured default). `precision` runs the model's products in that kind, as the trainer does
 /// (float16 with the loss scaler). `graphs` as a run's (`graphs.rs`): captured, the first step
-/// (a warm-up one) run plainly and the second captured, then replayed; the inputs are the same
-/// tensors at every step, so they are static already.
+/// run plainly and the second captured (both untimed: `warmup` is at least 2), then replayed;
+/// the inputs are the same tensors at every step, so they are static already.
 #[allow(clippy::too_many_arguments)]
 pub fn bench_step(
     config: &ModelConfig,
@@ -248,6 +248,12 @@ pub fn bench_step(
     let mut host_reads = 0;
     // The parameters with gradients at the first step, which every graph-safe step repeats.
     let mut present: Option<Vec<Vec<bool>>> = None;
+    // With graphs the first step records and the second captures: neither is timed.
+    let warmup = if replayer.is_some() {
+        warmup.max(2)
+    } else {
+        warmup
+    };
     for i in 0..warmup + steps {
         sync(device);
         let start = Instant::now();

@@ -237,8 +237,8 @@ impl Trainer {
     }
 
     /// Times training batches as [`Trainer::run`] trains them (one batch: one or, per time step,
-    /// T optimizer steps): `warmup` untimed, then `timed` timed, all on the first epoch's first
-    /// batch, the device synchronized around each. The model and optimizer move on as in
+    /// T optimizer steps): `warmup` untimed (at least 2 with graphs), then `timed` timed, all on
+    /// the first epoch's first batch, the device synchronized around each. The model and optimizer move on as in
     /// training; nothing is written. Seconds per timed batch, in order.
     pub fn time_batches(&mut self, warmup: usize, timed: usize) -> Result<Vec<f64>> {
         let bs = self.cfg.batch_size as usize;
@@ -255,6 +255,13 @@ impl Trainer {
             .ok_or_else(|| Error::Data("no training samples to time a batch on".into()))?;
         let on_device = Tensor::f_from_slice(&idx)?.f_to_device(self.train.fx.device())?;
         let mut times = Vec::with_capacity(timed);
+        // With graphs the first batch records its steps and the second captures them: neither
+        // is timed.
+        let warmup = if self.graphs.is_some() {
+            warmup.max(2)
+        } else {
+            warmup
+        };
         for i in 0..warmup + timed {
             crate::bench_step::sync(self.device);
             let start = Instant::now();
