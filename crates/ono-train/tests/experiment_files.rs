@@ -6,6 +6,7 @@ use std::path::Path;
 
 use ono_models::{DataDims, Model};
 use ono_train::config::TrainConfig;
+use ono_train::graphs::Graphs;
 use tch::{Device, Kind};
 
 /// (file, the data's dimensions, the reference's parameter count when the file names one).
@@ -146,6 +147,17 @@ fn precision_experiment_files_differ_only_in_precision() {
     let mut points = full.clone();
     points.parallel = ono_train::config::Parallelism::Points;
     assert!(full.fingerprint().same_experiment(&points.fingerprint()));
+    // So are graphs: a run may resume with them on, off or emulated.
+    for graphs in [Graphs::On, Graphs::Off, Graphs::Emulate] {
+        let mut g = full.clone();
+        g.graphs = graphs;
+        assert!(full.fingerprint().same_experiment(&g.fingerprint()));
+        // Written only when not the default.
+        assert!(toml::to_string(&g)
+            .unwrap()
+            .contains(&format!("graphs = \"{graphs}\"")));
+    }
+    assert!(!toml::to_string(&full).unwrap().contains("graphs"));
 }
 
 /// `data.benchmark` is read by name as the benchmarks' own parser reads it (any case, as files
