@@ -33,6 +33,15 @@ def step_lines(path):
     return rows
 
 
+def final_error(path):
+    """The last epoch's test relative L2 of a metrics.jsonl."""
+    try:
+        rows = [json.loads(l) for l in open(path) if '"epoch"' in l]
+        return rows[-1].get("test_rel_l2") if rows else None
+    except (OSError, ValueError):
+        return None
+
+
 def rest_seconds(path):
     """The median epoch seconds after the first (CUDA warm-up and captures)."""
     try:
@@ -77,9 +86,11 @@ def main(out, off):
         print(f"| {key[0]} | {key[1]} | {fmt(g)} | {fmt(p)} | {ratio(g, p)} | {a.get('graphs', 'plain')} |")
 
     print()
-    print("The quick cells' epochs (median s of epochs 2..): graphs (auto), plain, the reference loop.")
-    print("| cell | graphs | plain | reference | graphs / reference | plain / reference |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("The quick cells' epochs (median s of epochs 2..): graphs (auto), plain, the reference loop;")
+    print("and the last epoch's test error with graphs and without (CUDA kernels are not all")
+    print("deterministic: the two differ by the plain run's own run-to-run spread at most).")
+    print("| cell | graphs | plain | reference | graphs / reference | plain / reference | rel L2 graphs | rel L2 plain |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     train = os.path.join(out, "train")
     for root, _, files in sorted(os.walk(train)):
         if "metrics.jsonl" not in files:
@@ -92,7 +103,10 @@ def main(out, off):
             r = statistics.median([e["seconds"] for e in hist][1:] or [e["seconds"] for e in hist])
         except (OSError, ValueError, KeyError, statistics.StatisticsError):
             r = None
-        print(f"| {cell} | {fmt(g, 3)} | {fmt(p, 3)} | {fmt(r, 3)} | {ratio(g, r)} | {ratio(p, r)} |")
+        eg = final_error(os.path.join(root, "metrics.jsonl"))
+        ep = final_error(os.path.join(off, "train", cell, "metrics.jsonl"))
+        print(f"| {cell} | {fmt(g, 3)} | {fmt(p, 3)} | {fmt(r, 3)} | {ratio(g, r)} | {ratio(p, r)} "
+              f"| {fmt(eg, 5)} | {fmt(ep, 5)} |")
     print()
     print("Each cell's graphs, from its summary line (`graphs`: engine, shapes, steps recorded,")
     print("captured, replayed, plain; `fell_back`: why a capture failed under auto):")
