@@ -121,3 +121,7 @@ def main(out, off):
         except (OSError, ValueError):
             pass
         print(f"- {os.path.relpath(root, train)}: {graphs}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
