@@ -219,7 +219,10 @@ impl Replayer {
 /// A step's shape: what a graph is valid for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
-    tensors: Vec<Option<(Vec<i64>, Kind)>>,
+    /// The micro-batches' tensor slots, then the extras.
+    tensors: Signature,
+    /// Samples in the whole step (its micro-batches' shares follow from it).
+    samples: i64,
     /// Per micro-batch: its first sample, index and weight (bits), which the step's host code
     /// reads.
     micros: Vec<(i64, u64, Option<u64>)>,
@@ -228,17 +231,15 @@ struct Key {
 
 impl Key {
     fn of(batch: &StepBatch, extras: &[Tensor], (variant, _pass): (u64, u64)) -> Self {
-        let sig = |t: Option<&Tensor>| t.map(|t| (t.size(), t.kind()));
-        let mut tensors: Vec<_> = batch
+        let mut slots: Vec<Option<&Tensor>> = batch
             .micros
             .iter()
             .flat_map(|m| m.batch.tensors())
-            .map(sig)
             .collect();
-        tensors.extend(extras.iter().map(|t| sig(Some(t))));
-        tensors.push(Some((vec![batch.samples], Kind::Int64)));
+        slots.extend(extras.iter().map(Some));
         Self {
-            tensors,
+            tensors: signature(&slots),
+            samples: batch.samples,
             micros: batch
                 .micros
                 .iter()
